@@ -1,0 +1,396 @@
+/*
+ * nanosrv.h - the public interface of libnanosrv, an embeddable HTTP/1.1,
+ * WebSocket and raw-TCP server library.
+ *
+ * This header is the whole contract. Anything not declared here is internal.
+ *
+ * Design in one paragraph: the host creates a server, adds listeners and
+ * routes, then calls nsv_poll() in a loop. nsv_poll() runs the event loop in
+ * the caller's thread (single-loop servers) or drains events produced by the
+ * worker threads (sharded servers), and fills two caller-provided buffers: an
+ * array of fixed-layout nsv_event records and a byte "arena" that holds every
+ * string of those events (method, path, headers, body, ...). Records refer to
+ * the arena by offset and length, so a host language turns them into strings
+ * by slicing one buffer it owns. The host answers by connection id
+ * (nsv_reply, nsv_ws_send, ...). Connection ids are 64-bit values made of a
+ * slot, a worker index and a generation: a stale id returns NSV_ESTALE and
+ * never touches another connection.
+ *
+ * FFI rules kept by this header: no varargs, no struct passed by value, no
+ * function-like macros needed, fixed-width integer types only. The region
+ * between NSV_CDEF_BEGIN and NSV_CDEF_END is cut out mechanically by
+ * tools/gen_cdef.py into bindings/cdef/ for LuaJIT, cffi and koffi.
+ *
+ * Errors: functions returning int or int64_t return a negative NSV_E* code
+ * on failure. nsv_strerror() gives a fixed message for each code;
+ * nsv_last_error_detail() gives the context of the last failure on a server.
+ *
+ * Threads: a single-loop server belongs to the thread that polls it; only
+ * nsv_stop() and nsv_wakeup() may be called from other threads (or signal
+ * handlers). On a sharded server every connection call (reply, send, close,
+ * ...) may be made from any thread.
+ */
+#ifndef NANOSRV_H
+#define NANOSRV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define NSV_API
+#elif defined(__GNUC__)
+#define NSV_API __attribute__((visibility("default")))
+#else
+#define NSV_API
+#endif
+
+#define NSV_VERSION_MAJOR 1
+#define NSV_VERSION_MINOR 0
+#define NSV_VERSION_PATCH 0
+/* MAJOR*10000 + MINOR*100 + PATCH */
+#define NSV_VERSION_NUMBER 10000
+#define NSV_VERSION_STRING "1.0.0"
+/* Bumped only when the ABI breaks; equals the SONAME major. */
+#define NSV_ABI_VERSION 1
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* NSV_CDEF_BEGIN */
+
+/* Opaque server handle. */
+typedef struct nsv_server nsv_server;
+
+/* Error codes. Values are frozen: they never change meaning. */
+enum nsv_err {
+    NSV_OK = 0,
+    NSV_EINVAL = -1,        /* invalid argument (NULL, bad length, bad option) */
+    NSV_ENOMEM = -2,        /* allocation failed */
+    NSV_ESTALE = -3,        /* connection id unknown or no longer open */
+    NSV_ESTATE = -4,        /* call not valid in this state (e.g. reply twice) */
+    NSV_ECLOSED = -5,       /* the peer closed the connection */
+    NSV_EURL = -6,          /* malformed or unsupported URL */
+    NSV_EADDRINUSE = -7,    /* address already in use */
+    NSV_ESYS = -8,          /* system call failed; see nsv_last_error_detail */
+    NSV_ENOBUFS = -9,       /* caller's buffer too small for the next item */
+    NSV_EAGAIN = -10,       /* output limit reached: retry after it drains */
+    NSV_ENOTSUP = -11,      /* not supported by this build or this object */
+    NSV_ERANGE = -12,       /* value out of range */
+    NSV_ENOTFOUND = -13,    /* no such header, parameter, path or name */
+    NSV_ETOOBIG = -14,      /* data larger than the configured limit */
+    NSV_ETIMEDOUT = -15,    /* operation timed out */
+    NSV_ECONNREFUSED = -16, /* connection refused */
+    NSV_ETLS = -17,         /* TLS failure */
+    NSV_ESTOPPED = -18,     /* the server is stopped or stopping */
+    NSV_EPARSE = -19,       /* malformed input */
+    NSV_EEXIST = -20        /* already exists (e.g. duplicate route) */
+};
+
+/* Event types (nsv_event.type). */
+enum nsv_event_type {
+    NSV_EV_REQUEST = 1,    /* complete HTTP request; answer with nsv_reply* */
+    NSV_EV_CLOSE = 2,      /* connection closed; its id is now stale */
+    NSV_EV_ERROR = 3,      /* code = NSV_E*, body = message; conn may be 0 */
+    NSV_EV_WS_OPEN = 4,    /* WebSocket open; request fields as for REQUEST */
+    NSV_EV_WS_MESSAGE = 5, /* code = opcode (1 text, 2 binary), body = payload */
+    NSV_EV_WS_CLOSE = 6,   /* code = close code, body = reason */
+    NSV_EV_WS_PING = 7,    /* body = payload (only with NSV_OPT_WS_CONTROL_EVENTS) */
+    NSV_EV_WS_PONG = 8,    /* body = payload (only with NSV_OPT_WS_CONTROL_EVENTS) */
+    NSV_EV_TCP_OPEN = 9,   /* raw TCP connection accepted */
+    NSV_EV_TCP_DATA = 10,  /* body = bytes received */
+    NSV_EV_TCP_WRITABLE = 11, /* code = 1 writable again, 0 above high water */
+    NSV_EV_TCP_CONNECTED = 12 /* outbound connection established */
+};
+
+/* Event flags (nsv_event.flags). */
+enum nsv_event_flag {
+    NSV_EVF_KEEPALIVE = 1, /* the connection stays open after the reply */
+    NSV_EVF_HEAD = 2,      /* HEAD request: a reply body is counted, not sent */
+    NSV_EVF_HTTP10 = 4,    /* request was HTTP/1.0 */
+    NSV_EVF_CHUNKED = 8,   /* request body arrived chunked (already decoded) */
+    NSV_EVF_UPGRADE = 16,  /* request asks for a WebSocket upgrade */
+    NSV_EVF_TLS = 32       /* connection is TLS */
+};
+
+/*
+ * One event record: 112 bytes, no pointers. Every *_off/*_len pair refers to
+ * the arena passed to nsv_poll (or given to the event callback). Strings are
+ * not NUL-terminated.
+ *
+ * REQUEST / WS_OPEN: method, path (raw, not percent-decoded), query (after
+ * '?', without it), headers (a block of "Name: value\r\n" lines, names as
+ * sent), params (route parameters: "name\0value\0" pairs, nparams of them),
+ * body (de-chunked), peer (remote address text) and peer_port.
+ * route is the matched route id or -1.
+ */
+typedef struct nsv_event {
+    uint64_t conn;      /* connection id (0 for server-level errors) */
+    uint64_t tag;       /* the connection's user tag (nsv_conn_set_tag) */
+    uint32_t type;      /* enum nsv_event_type */
+    uint32_t flags;     /* enum nsv_event_flag bits */
+    int32_t route;      /* route id, -1 when no route matched */
+    int32_t code;       /* type-specific: error code, ws opcode, close code */
+    uint32_t nparams;   /* number of route parameters */
+    uint32_t nheaders;  /* number of header lines */
+    uint32_t method_off, method_len;
+    uint32_t path_off, path_len;
+    uint32_t query_off, query_len;
+    uint32_t headers_off, headers_len;
+    uint32_t params_off, params_len;
+    uint32_t body_off, body_len;
+    uint32_t peer_off, peer_len;
+    uint32_t peer_port; /* remote port */
+    uint32_t listener;  /* listener id that accepted the connection */
+    uint32_t reserved[2];
+} nsv_event;
+
+/* Integer options for nsv_set_int / nsv_get_int. Ids are never reused. */
+enum nsv_option {
+    NSV_OPT_MAX_HEADER_BYTES = 1,   /* request head size, default 16384 (431) */
+    NSV_OPT_MAX_HEADERS = 2,        /* header lines, default 100 (431) */
+    NSV_OPT_MAX_URI = 3,            /* request-target length, default 8192 (414) */
+    NSV_OPT_MAX_BODY = 4,           /* request body, default 1 MiB (413) */
+    NSV_OPT_REQUEST_TIMEOUT_MS = 5, /* whole request receive deadline, default 30000 (408) */
+    NSV_OPT_IDLE_TIMEOUT_MS = 6,    /* keep-alive idle timeout, default 60000 */
+    NSV_OPT_MAX_CONNS = 7,          /* open connections, default 10000 */
+    NSV_OPT_MAX_OUTPUT = 8,         /* buffered output per connection, default 4 MiB */
+    NSV_OPT_AUTO_404 = 9,           /* 1: unmatched requests get a 404 JSON reply in C */
+    NSV_OPT_WS_MAX_MESSAGE = 10,    /* WebSocket message size, default 16 MiB (1009) */
+    NSV_OPT_WS_PING_INTERVAL_MS = 11, /* server pings, 0 = off (default) */
+    NSV_OPT_WS_CONTROL_EVENTS = 12, /* 1: deliver WS_PING / WS_PONG events */
+    NSV_OPT_WS_CLOSE_TIMEOUT_MS = 13, /* wait for the peer's close frame, default 5000 */
+    NSV_OPT_TCP_HIGH_WATER = 14,    /* raw TCP high water mark, default 65536 */
+    NSV_OPT_TCP_LOW_WATER = 15,     /* raw TCP low water mark, default 32768 */
+    NSV_OPT_CONNECT_TIMEOUT_MS = 16, /* outbound connect timeout, default 30000 */
+    NSV_OPT_SHARD_ACCEPT = 17,      /* sharded: 0 SO_REUSEPORT per worker, 1 one acceptor hands off */
+    NSV_OPT_WORKERS = 18            /* read-only: worker count (0 for a single loop) */
+};
+
+/* Allocator hook: realloc semantics; size 0 means free(ptr), return NULL. */
+typedef void *(*nsv_alloc_fn)(void *ud, void *ptr, size_t size);
+
+/* C-only push mode: called for each event instead of queueing it. */
+typedef void (*nsv_event_fn)(nsv_server *srv, const nsv_event *ev, const char *arena, void *ud);
+
+/* Log sink: level is enum nsv_log_level, msg is not NUL-terminated. */
+typedef void (*nsv_log_fn)(int level, const char *msg, size_t len, void *ud);
+
+enum nsv_log_level {
+    NSV_LOG_NONE = 0,
+    NSV_LOG_ERROR = 1,
+    NSV_LOG_INFO = 2,
+    NSV_LOG_DEBUG = 3,
+    NSV_LOG_VERBOSE = 4
+};
+
+/* Route flags for nsv_route. */
+enum nsv_route_flag {
+    NSV_ROUTE_WEBSOCKET = 1 /* upgrade automatically; host sees WS_* events */
+};
+
+/* WebSocket opcodes for nsv_ws_send. */
+enum nsv_ws_opcode {
+    NSV_WS_TEXT = 1,
+    NSV_WS_BINARY = 2,
+    NSV_WS_PING = 9,
+    NSV_WS_PONG = 10
+};
+
+/* Result of nsv_url_parse: offsets into the parsed string. */
+typedef struct nsv_url {
+    uint32_t scheme_off, scheme_len;
+    uint32_t host_off, host_len; /* IPv6 hosts without brackets */
+    uint32_t path_off, path_len; /* "/" when absent */
+    uint32_t query_off, query_len;
+    int32_t port;   /* explicit port, else the scheme's default, else 0 */
+    int32_t is_tls; /* 1 for https, wss, tls */
+} nsv_url;
+
+/* ---- version and errors ---- */
+
+/* METHOD: NSV_VERSION_NUMBER of the loaded library. Since 1.0. */
+NSV_API uint32_t nsv_version(void);
+/* METHOD: version text, e.g. "1.0.0". Static storage. Since 1.0. */
+NSV_API const char *nsv_version_string(void);
+/* METHOD: NSV_ABI_VERSION of the loaded library. Bindings refuse a mismatch. Since 1.0. */
+NSV_API int nsv_abi_version(void);
+/* METHOD: sizeof(nsv_event) in the loaded library (112). Since 1.0. */
+NSV_API size_t nsv_event_size(void);
+/* METHOD: fixed message for an NSV_E* code; never NULL. Since 1.0. */
+NSV_API const char *nsv_strerror(int err);
+/* METHOD: symbolic name of an NSV_E* code ("NSV_ESTALE"); never NULL. Since 1.0. */
+NSV_API const char *nsv_errname(int err);
+/* METHOD: 1 if the build has TLS (mbedTLS), else 0. Since 1.0. */
+NSV_API int nsv_tls_available(void);
+
+/* ---- server lifecycle ---- */
+
+/* CONSTRUCTOR: single-loop server driven by nsv_poll/nsv_run in the caller's
+ * thread. NULL on allocation failure. Since 1.0. */
+NSV_API nsv_server *nsv_server_new(void);
+/* CONSTRUCTOR: server with `workers` I/O threads (0 = one per CPU); the host
+ * polls events from any one thread. NULL on failure. Since 1.0. */
+NSV_API nsv_server *nsv_server_new_sharded(int workers);
+/* CONSTRUCTOR: as above with an allocator hook (NULL = libc). workers < 0
+ * makes a single-loop server. Every allocation of the server goes through
+ * alloc(ud, ptr, size). Since 1.0. */
+NSV_API nsv_server *nsv_server_new_ex(int workers, nsv_alloc_fn alloc, void *ud);
+/* DESTRUCTOR: stops workers, closes every socket, frees everything. NULL is
+ * ignored. Ids and arena contents from this server become invalid. Since 1.0. */
+NSV_API void nsv_server_free(nsv_server *srv);
+/* METHOD: text describing the last error on this server (never NULL; "" if
+ * none). Valid until the next call on the server from the same thread. Since 1.0. */
+NSV_API const char *nsv_last_error_detail(nsv_server *srv);
+
+/* METHOD: set an integer option (enum nsv_option). NSV_EINVAL for an
+ * unknown id, NSV_ERANGE for a bad value. Since 1.0. */
+NSV_API int nsv_set_int(nsv_server *srv, int opt, int64_t value);
+/* METHOD: read an integer option; NSV_EINVAL for an unknown id. Since 1.0. */
+NSV_API int64_t nsv_get_int(nsv_server *srv, int opt);
+/* METHOD: option id for a name such as "max_body" (case-insensitive,
+ * without the NSV_OPT_ prefix), or NSV_ENOTFOUND. Since 1.0. */
+NSV_API int nsv_opt_by_name(const char *name, size_t len);
+
+/* METHOD: listen on a URL: "http://host:port", "ws://host:port" (same as
+ * http), host an IPv4 or IPv6 literal ("[::1]"), "localhost", or "0.0.0.0";
+ * port 0 picks an ephemeral port. Returns the listener id (>= 0) or
+ * NSV_EURL, NSV_EADDRINUSE, NSV_ENOTSUP (e.g. https without TLS), NSV_ESYS.
+ * Since 1.0. */
+NSV_API int nsv_listen(nsv_server *srv, const char *url, size_t len);
+/* METHOD: the bound port of a listener (useful after port 0), or an error. Since 1.0. */
+NSV_API int nsv_listener_port(nsv_server *srv, int listener);
+
+/* METHOD: register a route. method is "GET", "POST", ... or "ALL"; a GET
+ * route also answers HEAD. pattern segments are literals, ":name" params or
+ * a final "*" (matches the rest, available as param "*"). Literals beat
+ * params, with backtracking. route_id >= 0 comes back in events. flags:
+ * enum nsv_route_flag. NSV_EEXIST for the same method+pattern twice. Since 1.0. */
+NSV_API int nsv_route(nsv_server *srv, const char *method, size_t mlen, const char *pattern, size_t plen, int32_t route_id, uint32_t flags);
+
+/* ---- the loop ---- */
+
+/* METHOD: run the loop (single-loop servers) or wait for worker events
+ * (sharded), for at most timeout_ms (0 = do not block, -1 = forever), and
+ * copy up to max_events records into events and their bytes into arena.
+ * Returns the number of events (0 on timeout or wakeup), or an error.
+ * Every arena offset and every string of the batch is valid until the next
+ * nsv_poll on this server. If the next event does not fit into an empty
+ * arena it returns NSV_ENOBUFS and nsv_poll_need() tells the size needed;
+ * the event stays queued. Since 1.0. */
+NSV_API int nsv_poll(nsv_server *srv, nsv_event *events, int max_events, char *arena, size_t arena_cap, int timeout_ms);
+/* METHOD: arena bytes the next queued event needs (0 if none). Since 1.0. */
+NSV_API int64_t nsv_poll_need(nsv_server *srv);
+/* METHOD: a file descriptor (pipe read end) that is readable while events
+ * are waiting or I/O is due, for hosts with their own loop: when it becomes
+ * readable, call nsv_poll(..., 0) until it returns 0. Owned by the server. Since 1.0. */
+NSV_API int nsv_fd(nsv_server *srv);
+/* METHOD: C push mode: events are passed to fn (in the polling thread for a
+ * single loop, on the worker thread for a sharded server) instead of being
+ * queued. The arena pointer is valid during the call only. NULL restores
+ * pull mode. Set before the first poll/run. Since 1.0. */
+NSV_API int nsv_set_callback(nsv_server *srv, nsv_event_fn fn, void *ud);
+/* METHOD: run until nsv_stop (callback mode; in pull mode events are left
+ * queued). Returns 0 or an error. Since 1.0. */
+NSV_API int nsv_run(nsv_server *srv);
+/* METHOD: make nsv_run return and nsv_poll stop waiting. Safe from any
+ * thread and from a signal handler. Since 1.0. */
+NSV_API int nsv_stop(nsv_server *srv);
+/* METHOD: make a blocked nsv_poll return 0 now. Safe from any thread and
+ * from a signal handler. Since 1.0. */
+NSV_API int nsv_wakeup(nsv_server *srv);
+/* METHOD: graceful stop: close listeners, answer requests that arrive on
+ * open connections with "Connection: close", let replies in flight go out,
+ * close idle connections; returns once every connection is closed or
+ * timeout_ms passed (then the rest are closed). Events keep being delivered
+ * to callback hosts; pull hosts must keep polling from another thread or use
+ * nsv_drain_start + nsv_poll. Since 1.0. */
+NSV_API int nsv_drain(nsv_server *srv, int timeout_ms);
+/* METHOD: start a drain and return at once; nsv_poll returns NSV_ESTOPPED
+ * once the drain has finished. Since 1.0. */
+NSV_API int nsv_drain_start(nsv_server *srv, int timeout_ms);
+
+/* ---- answering requests ---- */
+
+/* METHOD: send a complete response. headers is a block of "Name: value\r\n"
+ * lines (may be empty/NULL). Content-Length, Date and Connection are added
+ * when absent. For HEAD requests the body is not sent. Errors: NSV_ESTALE,
+ * NSV_ESTATE (no request pending, e.g. replied already), NSV_EINVAL (status
+ * outside 100..999, bad header block), NSV_EAGAIN (output limit; nothing was
+ * queued). Since 1.0. */
+NSV_API int nsv_reply(nsv_server *srv, uint64_t conn, int status, const char *headers, size_t hlen, const char *body, size_t blen);
+/* METHOD: many replies in one call. buf holds records, each: uint64 conn,
+ * int32 status, uint32 hlen, uint32 blen, uint32 reserved (24 bytes, native
+ * endianness), then hlen header bytes and blen body bytes, then zero padding
+ * to a multiple of 8. Returns the number of replies accepted; a record that
+ * fails does not stop the others. Since 1.0. */
+NSV_API int nsv_reply_batch(nsv_server *srv, const char *buf, size_t len);
+/* METHOD: start a chunked (streamed) response. Since 1.0. */
+NSV_API int nsv_reply_start(nsv_server *srv, uint64_t conn, int status, const char *headers, size_t hlen);
+/* METHOD: send one chunk of a streamed response (len 0 is ignored). Since 1.0. */
+NSV_API int nsv_send_chunk(nsv_server *srv, uint64_t conn, const char *data, size_t len);
+/* METHOD: finish a streamed response. Since 1.0. */
+NSV_API int nsv_reply_end(nsv_server *srv, uint64_t conn);
+/* METHOD: close a connection after its queued output is sent. Since 1.0. */
+NSV_API int nsv_close(nsv_server *srv, uint64_t conn);
+/* METHOD: set the connection's user tag, echoed in every event. Since 1.0. */
+NSV_API int nsv_conn_set_tag(nsv_server *srv, uint64_t conn, uint64_t tag);
+/* METHOD: read the connection's user tag into *tag. Since 1.0. */
+NSV_API int nsv_conn_tag(nsv_server *srv, uint64_t conn, uint64_t *tag);
+/* METHOD: bytes queued for output on the connection, or an error. Since 1.0. */
+NSV_API int64_t nsv_conn_queued(nsv_server *srv, uint64_t conn);
+
+/* ---- reading events (pure functions over an event and its arena) ---- */
+
+/* METHOD: find a header by name (case-insensitive). Returns the arena offset
+ * of the value (>= 0) and its length in *vlen, or NSV_ENOTFOUND. Since 1.0. */
+NSV_API int64_t nsv_ev_header(const nsv_event *ev, const char *arena, const char *name, size_t nlen, uint32_t *vlen);
+/* METHOD: header number idx: arena offsets and lengths of name and value.
+ * NSV_ENOTFOUND past the end. Since 1.0. */
+NSV_API int nsv_ev_header_at(const nsv_event *ev, const char *arena, uint32_t idx, uint32_t *name_off, uint32_t *name_len, uint32_t *val_off, uint32_t *val_len);
+/* METHOD: route parameter idx: returns the value's arena offset, length in
+ * *vlen, or NSV_ENOTFOUND. Since 1.0. */
+NSV_API int64_t nsv_ev_param(const nsv_event *ev, const char *arena, uint32_t idx, uint32_t *vlen);
+/* METHOD: route parameter by name: value offset or NSV_ENOTFOUND. Since 1.0. */
+NSV_API int64_t nsv_ev_param_by_name(const nsv_event *ev, const char *arena, const char *name, size_t nlen, uint32_t *vlen);
+
+/* ---- utilities ---- *
+ * Encoders return the full output length; they write only if it fits into
+ * cap (so call once with cap 0 to size a buffer). Negative = error. */
+
+/* METHOD: standard base64 with padding. Since 1.0. */
+NSV_API int64_t nsv_base64_encode(const char *src, size_t len, char *dst, size_t cap);
+/* METHOD: decode base64 (padding optional; whitespace rejected): NSV_EPARSE on bad input. Since 1.0. */
+NSV_API int64_t nsv_base64_decode(const char *src, size_t len, char *dst, size_t cap);
+/* METHOD: percent-encode all but unreserved characters (RFC 3986). Since 1.0. */
+NSV_API int64_t nsv_url_encode(const char *src, size_t len, char *dst, size_t cap);
+/* METHOD: percent-decode; form != 0 also turns '+' into ' '. NSV_EPARSE on a bad escape. Since 1.0. */
+NSV_API int64_t nsv_url_decode(const char *src, size_t len, char *dst, size_t cap, int form);
+/* METHOD: split a URL into parts (offsets into url). NSV_EURL if malformed. Since 1.0. */
+NSV_API int nsv_url_parse(const char *url, size_t len, nsv_url *out);
+/* METHOD: JSON string at path ("$.a.b[2].c"), unescaped to UTF-8 (\u
+ * escapes and surrogate pairs included). Returns the length or
+ * NSV_ENOTFOUND (no such path or not a string), NSV_EPARSE (bad JSON). Since 1.0. */
+NSV_API int64_t nsv_json_string(const char *json, size_t len, const char *path, size_t plen, char *dst, size_t cap);
+/* METHOD: JSON number at path into *out. Since 1.0. */
+NSV_API int nsv_json_number(const char *json, size_t len, const char *path, size_t plen, double *out);
+/* METHOD: JSON integer at path into *out; NSV_ERANGE if not an integer in range. Since 1.0. */
+NSV_API int nsv_json_integer(const char *json, size_t len, const char *path, size_t plen, int64_t *out);
+/* METHOD: JSON boolean at path into *out (0/1). Since 1.0. */
+NSV_API int nsv_json_boolean(const char *json, size_t len, const char *path, size_t plen, int *out);
+/* METHOD: process-wide log level (enum nsv_log_level); default ERROR. Since 1.0. */
+NSV_API int nsv_log_level(void);
+/* METHOD: set the process-wide log level. Since 1.0. */
+NSV_API int nsv_set_log_level(int level);
+/* METHOD: route log lines to fn (NULL = stderr). Called from any library
+ * thread; must be thread-safe. Since 1.0. */
+NSV_API int nsv_set_log_callback(nsv_log_fn fn, void *ud);
+/* METHOD: monotonic clock in milliseconds. Since 1.0. */
+NSV_API int64_t nsv_millis(void);
+
+/* NSV_CDEF_END */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NANOSRV_H */

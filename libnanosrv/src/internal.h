@@ -1,0 +1,32 @@
+/* internal.h - private declarations shared across layers. Never installed. */
+#ifndef NSV_INTERNAL_H
+#define NSV_INTERNAL_H
+
+#include "../include/nanosrv.h"
+#include <stdint.h>
+#include <stddef.h>
+
+#define NSV__LIKELY(x) __builtin_expect(!!(x), 1)
+#define NSV__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define NSV__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Per-server allocator (realloc semantics; size 0 frees). */
+typedef struct nsv__alloc {
+    nsv_alloc_fn fn;
+    void *ud;
+} nsv__alloc;
+
+void *nsv__malloc(const nsv__alloc *a, size_t n);
+void *nsv__calloc(const nsv__alloc *a, size_t n);
+void *nsv__realloc(const nsv__alloc *a, void *p, size_t n);
+void nsv__free(const nsv__alloc *a, void *p);
+extern const nsv__alloc nsv__default_alloc;
+
+/* Logging (util/log.c). */
+void nsv__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ASCII helpers. */
+static inline int nsv__lower(int c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
+int nsv__strncaseeq(const char *a, const char *b, size_t n);
+
+#endif

@@ -1,0 +1,49 @@
+/* tap.h - tiny TAP producer for C tests: ok(), is_int(), is_str(), done_testing(). */
+#ifndef NSV_TAP_H
+#define NSV_TAP_H
+#include <stdio.h>
+#include <string.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+static int tap_n, tap_fail;
+
+static int tap_ok(int cond, const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    tap_n++;
+    if (!cond)
+        tap_fail++;
+    printf("%sok %d - ", cond ? "" : "not ", tap_n);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    if (!cond)
+        printf("#   failed at %s:%d\n", file, line);
+    fflush(stdout);
+    return cond;
+}
+
+#define ok(cond, ...) tap_ok(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
+#define is_int(got, want, ...)                                                             \
+    do {                                                                                   \
+        long long g_ = (long long)(got), w_ = (long long)(want);                           \
+        if (!tap_ok(g_ == w_, __FILE__, __LINE__, __VA_ARGS__))                            \
+            printf("#   got %lld, want %lld\n", g_, w_);                                   \
+    } while (0)
+#define is_mem(got, glen, want, ...)                                                       \
+    do {                                                                                   \
+        size_t gl_ = (size_t)(glen), wl_ = strlen(want);                                   \
+        int c_ = gl_ == wl_ && memcmp((got), (want), wl_) == 0;                            \
+        if (!tap_ok(c_, __FILE__, __LINE__, __VA_ARGS__))                                  \
+            printf("#   got '%.*s', want '%s'\n", (int)gl_, (const char *)(got), (want));  \
+    } while (0)
+#define diag(...) (printf("# "), printf(__VA_ARGS__), printf("\n"))
+
+static inline int done_testing(void)
+{
+    printf("1..%d\n", tap_n);
+    return tap_fail ? 1 : 0;
+}
+#endif

@@ -1,0 +1,19 @@
+#!/bin/sh
+# Installs the Debian packages the build and the test suites need, only if
+# something is missing (so a machine that has them pays nothing).
+set -e
+PKGS="build-essential clang libclang-rt-14-dev curl wrk luajit lua5.1 luarocks python3 python3-cffi \
+python3-websockets python3-flask libmbedtls-dev openssl iproute2 procps"
+command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
+command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "installing:$missing"
+    if [ "$(id -u)" != 0 ]; then echo "need root to apt-get install:$missing" >&2; exit 1; fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq $missing >/dev/null
+fi

@@ -114,7 +114,7 @@ enum nsv_event_flag {
 };
 
 /*
- * One event record: 112 bytes, no pointers. Every *_off/*_len pair refers to
+ * One event record: 112 bytes, no pointers. Every _off/_len pair refers to
  * the arena passed to nsv_poll (or given to the event callback). Strings are
  * not NUL-terminated.
  *

@@ -1,0 +1,190 @@
+/* echo_server.c - the reference "echo contract" server.
+ *
+ *   echo-server --port N [--threads N] [--busy-us N] [--routes N] [--callback]
+ *               [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]
+ *               [--max-body N] [--max-header-bytes N]
+ *
+ * Prints "listening on PORT" once ready. POST|PUT /echo answers the body
+ * byte for byte; everything else gets a JSON description of the request.
+ * SIGTERM/SIGINT drain: in-flight requests finish, then it exits 0. */
+#include <nanosrv.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { ROUTE_ECHO = 1, ROUTE_DUMMY = 100 };
+
+static nsv_server *srv;
+static volatile sig_atomic_t got_signal;
+static long busy_us;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    got_signal = 1;
+    nsv_wakeup(srv);
+}
+
+static void spin(long us)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do {
+        clock_gettime(CLOCK_MONOTONIC, &b);
+    } while ((b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000 < us);
+}
+
+/* Append s as a JSON string body (escaped). */
+static size_t json_str(char *o, const char *s, size_t n)
+{
+    size_t k = 0;
+    o[k++] = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            o[k++] = '\\';
+            o[k++] = (char)ch;
+        } else if (ch < 0x20) {
+            k += (size_t)sprintf(o + k, "\\u%04x", ch);
+        } else {
+            o[k++] = (char)ch;
+        }
+    }
+    o[k++] = '"';
+    return k;
+}
+
+static void handle(nsv_server *s, const nsv_event *ev, const char *a)
+{
+    if (ev->type != NSV_EV_REQUEST)
+        return;
+    if (busy_us)
+        spin(busy_us);
+    if (ev->route == ROUTE_ECHO) {
+        nsv_reply(s, ev->conn, 200, "Content-Type: application/octet-stream\r\n", 40,
+                  a + ev->body_off, ev->body_len);
+        return;
+    }
+    static char out[3 * 8192 * 6 + 128];
+    size_t k = 0;
+    k += (size_t)sprintf(out + k, "{\"method\":");
+    k += json_str(out + k, a + ev->method_off, ev->method_len);
+    k += (size_t)sprintf(out + k, ",\"path\":");
+    k += json_str(out + k, a + ev->path_off, ev->path_len > 8192 ? 8192 : ev->path_len);
+    k += (size_t)sprintf(out + k, ",\"query\":");
+    k += json_str(out + k, a + ev->query_off, ev->query_len > 8192 ? 8192 : ev->query_len);
+    k += (size_t)sprintf(out + k, ",\"body_len\":%u}", ev->body_len);
+    nsv_reply(s, ev->conn, 200, "Content-Type: application/json\r\n", 32, out, k);
+}
+
+static void on_event(nsv_server *s, const nsv_event *ev, const char *arena, void *ud)
+{
+    (void)ud;
+    handle(s, ev, arena);
+}
+
+static int set_opt(const char *name, const char *val)
+{
+    int id = nsv_opt_by_name(name, strlen(name));
+    int r = id < 0 ? id : nsv_set_int(srv, id, atoll(val));
+    if (r < 0)
+        fprintf(stderr, "echo-server: --%s %s: %s\n", name, val, nsv_strerror(r));
+    return r;
+}
+
+int main(int argc, char **argv)
+{
+    int port = 8080, threads = 0, routes = 0, callback = 0;
+    struct { const char *flag, *opt, *val; } opts[] = {
+        {"--request-timeout-ms", "request_timeout_ms", NULL}, {"--idle-timeout-ms", "idle_timeout_ms", NULL},
+        {"--max-conns", "max_conns", NULL}, {"--max-body", "max_body", NULL},
+        {"--max-header-bytes", "max_header_bytes", NULL},
+    };
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int used = 0;
+        if (!strcmp(argv[i], "--callback")) {
+            callback = 1;
+            continue;
+        }
+        if (v && !strcmp(argv[i], "--port")) port = atoi(v), used = 1;
+        else if (v && !strcmp(argv[i], "--threads")) threads = atoi(v), used = 1;
+        else if (v && !strcmp(argv[i], "--busy-us")) busy_us = atol(v), used = 1;
+        else if (v && !strcmp(argv[i], "--routes")) routes = atoi(v), used = 1;
+        for (size_t k = 0; v && !used && k < sizeof opts / sizeof opts[0]; k++)
+            if (!strcmp(argv[i], opts[k].flag))
+                opts[k].val = v, used = 1;
+        if (!used) {
+            fprintf(stderr, "usage: %s --port N [--threads N] [--busy-us N] [--routes N] [--callback]\n"
+                            "       [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]\n"
+                            "       [--max-body N] [--max-header-bytes N]\n", argv[0]);
+            return 2;
+        }
+        i++;
+    }
+    srv = threads > 0 ? nsv_server_new_sharded(threads) : nsv_server_new();
+    if (!srv) {
+        fprintf(stderr, "echo-server: cannot create server\n");
+        return 1;
+    }
+    for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
+        if (opts[k].val && set_opt(opts[k].opt, opts[k].val) < 0)
+            return 2;
+    nsv_route(srv, "POST", 4, "/echo", 5, ROUTE_ECHO, 0);
+    nsv_route(srv, "PUT", 3, "/echo", 5, ROUTE_ECHO, 0);
+    for (int i = 0; i < routes; i++) {
+        char pat[64];
+        int n = snprintf(pat, sizeof pat, "/dummy/%d/:id", i);
+        nsv_route(srv, "GET", 3, pat, (size_t)n, ROUTE_DUMMY, 0);
+    }
+    char url[64];
+    snprintf(url, sizeof url, "http://0.0.0.0:%d", port);
+    int lid = nsv_listen(srv, url, strlen(url));
+    if (lid < 0) {
+        fprintf(stderr, "echo-server: listen %s: %s (%s)\n", url, nsv_strerror(lid),
+                nsv_last_error_detail(srv));
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    printf("listening on %d\n", nsv_listener_port(srv, lid));
+    fflush(stdout);
+
+    if (callback) {
+        nsv_set_callback(srv, on_event, NULL);
+        while (!got_signal && nsv_run(srv) == 0 && !got_signal)
+            ;
+        nsv_drain(srv, 5000);
+        nsv_server_free(srv);
+        return 0;
+    }
+    enum { MAXEV = 256 };
+    static nsv_event evs[MAXEV];
+    size_t cap = 1 << 20;
+    char *arena = malloc(cap);
+    int draining = 0;
+    for (;;) {
+        if (got_signal && !draining) {
+            draining = 1;
+            nsv_drain_start(srv, 5000);
+        }
+        int n = nsv_poll(srv, evs, MAXEV, arena, cap, 1000);
+        if (n == NSV_ENOBUFS) {
+            cap = (size_t)nsv_poll_need(srv) + 4096;
+            arena = realloc(arena, cap);
+            continue;
+        }
+        if (n < 0)
+            break; /* NSV_ESTOPPED after the drain */
+        for (int i = 0; i < n; i++)
+            handle(srv, &evs[i], arena);
+    }
+    free(arena);
+    nsv_server_free(srv);
+    return 0;
+}

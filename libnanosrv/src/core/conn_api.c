@@ -1,0 +1,139 @@
+/* conn_api.c - public per-connection calls. On a single loop they act at
+ * once; on a sharded server, calls from threads other than the owner are
+ * forwarded to the owning worker (shard.c). */
+#include "server.h"
+#include <string.h>
+
+int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, const char *h, size_t hlen,
+                       const char *b, size_t blen, uint64_t arg);
+nsv__loop *nsv__shard_current(nsv_server *s);
+
+enum { OP_REPLY = 1, OP_START, OP_CHUNK, OP_END, OP_CLOSE, OP_TAG };
+
+/* The loop owning id when the calling thread may act on it directly. */
+static nsv__loop *direct_loop(nsv_server *s, uint64_t id)
+{
+    uint32_t li = NSV__ID_LOOP(id);
+    if (li >= (uint32_t)s->nloops)
+        return NULL;
+    if (s->sharded && nsv__shard_current(s) != s->loops[li])
+        return NULL;
+    return s->loops[li];
+}
+
+int nsv__conn_op(nsv_server *s, nsv__loop *l, uint32_t op, uint64_t id, int status, const char *h,
+                 size_t hlen, const char *b, size_t blen, uint64_t arg)
+{
+    nsv__conn *c = nsv__conn_get(l, id);
+    if (!c)
+        return NSV_ESTALE;
+    switch (op) {
+    case OP_REPLY:
+        return nsv__reply(l, c, status, h, hlen, b, blen, 0);
+    case OP_START:
+        return nsv__reply(l, c, status, h, hlen, NULL, 0, 1);
+    case OP_CHUNK:
+        return nsv__send_chunk(l, c, b, blen);
+    case OP_END:
+        return nsv__reply_end(l, c);
+    case OP_CLOSE:
+        if (c->state == NSV__C_CLOSING)
+            return NSV_OK;
+        c->state = NSV__C_CLOSING;
+        nsv__conn_mark_dirty(l, c);
+        return NSV_OK;
+    case OP_TAG:
+        c->tag = arg;
+        return NSV_OK;
+    }
+    return NSV_EINVAL;
+}
+
+static int conn_call(nsv_server *s, uint32_t op, uint64_t id, int status, const char *h, size_t hlen,
+                     const char *b, size_t blen, uint64_t arg)
+{
+    if (!s)
+        return NSV_EINVAL;
+    if (NSV__ID_LOOP(id) >= (uint32_t)s->nloops || NSV__ID_GEN(id) == 0)
+        return NSV_ESTALE;
+    if ((hlen && !h) || (blen && !b))
+        return NSV_EINVAL;
+    nsv__loop *l = direct_loop(s, id);
+    if (!l)
+        return nsv__shard_forward(s, op, id, status, h, hlen, b, blen, arg);
+    return nsv__conn_op(s, l, op, id, status, h, hlen, b, blen, arg);
+}
+
+int nsv_reply(nsv_server *s, uint64_t id, int status, const char *h, size_t hlen, const char *b, size_t blen)
+{
+    return conn_call(s, OP_REPLY, id, status, h, hlen, b, blen, 0);
+}
+
+int nsv_reply_start(nsv_server *s, uint64_t id, int status, const char *h, size_t hlen)
+{
+    return conn_call(s, OP_START, id, status, h, hlen, NULL, 0, 0);
+}
+
+int nsv_send_chunk(nsv_server *s, uint64_t id, const char *data, size_t len)
+{
+    return conn_call(s, OP_CHUNK, id, 0, NULL, 0, data, len, 0);
+}
+
+int nsv_reply_end(nsv_server *s, uint64_t id) { return conn_call(s, OP_END, id, 0, NULL, 0, NULL, 0, 0); }
+int nsv_close(nsv_server *s, uint64_t id) { return conn_call(s, OP_CLOSE, id, 0, NULL, 0, NULL, 0, 0); }
+
+int nsv_conn_set_tag(nsv_server *s, uint64_t id, uint64_t tag)
+{
+    return conn_call(s, OP_TAG, id, 0, NULL, 0, NULL, 0, tag);
+}
+
+int nsv_conn_tag(nsv_server *s, uint64_t id, uint64_t *tag)
+{
+    if (!s || !tag)
+        return NSV_EINVAL;
+    nsv__loop *l = direct_loop(s, id);
+    if (!l)
+        return s->sharded ? NSV_ENOTSUP : NSV_ESTALE;
+    nsv__conn *c = nsv__conn_get(l, id);
+    if (!c)
+        return NSV_ESTALE;
+    *tag = c->tag;
+    return NSV_OK;
+}
+
+int64_t nsv_conn_queued(nsv_server *s, uint64_t id)
+{
+    if (!s)
+        return NSV_EINVAL;
+    nsv__loop *l = direct_loop(s, id);
+    if (!l)
+        return s->sharded ? NSV_ENOTSUP : NSV_ESTALE;
+    nsv__conn *c = nsv__conn_get(l, id);
+    if (!c)
+        return NSV_ESTALE;
+    return (int64_t)(c->out.len - c->out.off);
+}
+
+int nsv_reply_batch(nsv_server *s, const char *buf, size_t len)
+{
+    if (!s || (len && !buf))
+        return NSV_EINVAL;
+    size_t pos = 0;
+    int ok = 0;
+    while (len - pos >= 24) {
+        uint64_t id;
+        int32_t status;
+        uint32_t hlen, blen;
+        memcpy(&id, buf + pos, 8);
+        memcpy(&status, buf + pos + 8, 4);
+        memcpy(&hlen, buf + pos + 12, 4);
+        memcpy(&blen, buf + pos + 16, 4);
+        pos += 24;
+        if ((uint64_t)hlen + blen > len - pos)
+            return ok ? ok : NSV_EINVAL;
+        if (nsv_reply(s, id, status, buf + pos, hlen, buf + pos + hlen, blen) == NSV_OK)
+            ok++;
+        pos += ((size_t)hlen + blen + 7) & ~(size_t)7;
+    }
+    return ok;
+}

@@ -1,0 +1,101 @@
+/* options.c - the integer option table: ids, names, ranges, storage. */
+#include "server.h"
+#include <stddef.h>
+#include <string.h>
+
+typedef struct opt_def {
+    int id;
+    const char *name;
+    size_t field; /* offset in nsv_server; 0 = read-only/computed */
+    int64_t min, max;
+} opt_def;
+
+#define F(x) offsetof(nsv_server, x)
+static const opt_def opts[] = {
+    {NSV_OPT_MAX_HEADER_BYTES, "max_header_bytes", F(max_header_bytes), 256, 16 << 20},
+    {NSV_OPT_MAX_HEADERS, "max_headers", F(max_headers), 1, 256},
+    {NSV_OPT_MAX_URI, "max_uri", F(max_uri), 16, 1 << 20},
+    {NSV_OPT_MAX_BODY, "max_body", F(max_body), 0, (int64_t)1 << 31},
+    {NSV_OPT_REQUEST_TIMEOUT_MS, "request_timeout_ms", F(request_timeout_ms), 1, 86400000},
+    {NSV_OPT_IDLE_TIMEOUT_MS, "idle_timeout_ms", F(idle_timeout_ms), 1, 86400000},
+    {NSV_OPT_MAX_CONNS, "max_conns", F(max_conns), 1, 10000000},
+    {NSV_OPT_MAX_OUTPUT, "max_output", F(max_output), 1024, (int64_t)1 << 31},
+    {NSV_OPT_AUTO_404, "auto_404", F(auto_404), 0, 1},
+    {NSV_OPT_WS_MAX_MESSAGE, "ws_max_message", F(ws_max_message), 125, (int64_t)1 << 31},
+    {NSV_OPT_WS_PING_INTERVAL_MS, "ws_ping_interval_ms", F(ws_ping_interval_ms), 0, 86400000},
+    {NSV_OPT_WS_CONTROL_EVENTS, "ws_control_events", F(ws_control_events), 0, 1},
+    {NSV_OPT_WS_CLOSE_TIMEOUT_MS, "ws_close_timeout_ms", F(ws_close_timeout_ms), 1, 600000},
+    {NSV_OPT_TCP_HIGH_WATER, "tcp_high_water", F(tcp_high_water), 1, (int64_t)1 << 31},
+    {NSV_OPT_TCP_LOW_WATER, "tcp_low_water", F(tcp_low_water), 0, (int64_t)1 << 31},
+    {NSV_OPT_CONNECT_TIMEOUT_MS, "connect_timeout_ms", F(connect_timeout_ms), 1, 86400000},
+    {NSV_OPT_SHARD_ACCEPT, "shard_accept", F(shard_accept), 0, 1},
+    {NSV_OPT_WORKERS, "workers", 0, 0, 0},
+};
+#undef F
+
+void nsv__options_defaults(nsv_server *s)
+{
+    s->max_header_bytes = 16384;
+    s->max_headers = 100;
+    s->max_uri = 8192;
+    s->max_body = 1 << 20;
+    s->request_timeout_ms = 30000;
+    s->idle_timeout_ms = 60000;
+    s->max_conns = 10000;
+    s->max_output = 4 << 20;
+    s->ws_max_message = 16 << 20;
+    s->ws_close_timeout_ms = 5000;
+    s->tcp_high_water = 65536;
+    s->tcp_low_water = 32768;
+    s->connect_timeout_ms = 30000;
+}
+
+static const opt_def *find(int id)
+{
+    for (size_t i = 0; i < NSV__ARRAY_LEN(opts); i++)
+        if (opts[i].id == id)
+            return &opts[i];
+    return NULL;
+}
+
+int nsv_set_int(nsv_server *s, int opt, int64_t v)
+{
+    if (!s)
+        return NSV_EINVAL;
+    const opt_def *d = find(opt);
+    if (!d)
+        return nsv__set_detail(s, NSV_EINVAL, "unknown option id %d", opt);
+    if (!d->field)
+        return nsv__set_detail(s, NSV_EINVAL, "option %s is read-only", d->name);
+    if (v < d->min || v > d->max)
+        return nsv__set_detail(s, NSV_ERANGE, "option %s: %lld outside %lld..%lld", d->name,
+                               (long long)v, (long long)d->min, (long long)d->max);
+    *(int64_t *)((char *)s + d->field) = v;
+    return NSV_OK;
+}
+
+int64_t nsv_get_int(nsv_server *s, int opt)
+{
+    if (!s)
+        return NSV_EINVAL;
+    const opt_def *d = find(opt);
+    if (!d)
+        return NSV_EINVAL;
+    if (opt == NSV_OPT_WORKERS)
+        return s->sharded ? s->nloops : 0;
+    return *(int64_t *)((char *)s + d->field);
+}
+
+int nsv_opt_by_name(const char *name, size_t len)
+{
+    if (!name)
+        return NSV_EINVAL;
+    if (len > 8 && nsv__strncaseeq(name, "NSV_OPT_", 8)) {
+        name += 8;
+        len -= 8;
+    }
+    for (size_t i = 0; i < NSV__ARRAY_LEN(opts); i++)
+        if (strlen(opts[i].name) == len && nsv__strncaseeq(opts[i].name, name, len))
+            return opts[i].id;
+    return NSV_ENOTFOUND;
+}

@@ -1,0 +1,340 @@
+/* server.c - server lifecycle, listeners, routes and the single-loop poll. */
+#include "server.h"
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+void nsv__options_defaults(nsv_server *s);
+int nsv__shard_start(nsv_server *s, int workers);
+void nsv__shard_stop(nsv_server *s);
+
+int nsv__set_detail(nsv_server *s, int err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->detail, sizeof s->detail, fmt, ap);
+    va_end(ap);
+    nsv__log(NSV_LOG_DEBUG, "%s: %s", nsv_errname(err), s->detail);
+    return err;
+}
+
+nsv_server *nsv_server_new_ex(int workers, nsv_alloc_fn fn, void *ud)
+{
+    nsv__alloc a = {fn ? fn : nsv__default_alloc.fn, fn ? ud : NULL};
+    nsv_server *s = nsv__calloc(&a, sizeof *s);
+    if (!s)
+        return NULL;
+    s->alloc = a;
+    nsv__options_defaults(s);
+    for (int i = 0; i < NSV__MAX_LISTENERS; i++)
+        s->listeners[i].fd = -1;
+    if (workers >= 0) {
+        if (nsv__shard_start(s, workers) != 0) {
+            nsv_server_free(s);
+            return NULL;
+        }
+        return s;
+    }
+    s->loops[0] = nsv__loop_new(s, 0);
+    if (!s->loops[0]) {
+        nsv__free(&a, s);
+        return NULL;
+    }
+    s->nloops = 1;
+    return s;
+}
+
+nsv_server *nsv_server_new(void) { return nsv_server_new_ex(-1, NULL, NULL); }
+nsv_server *nsv_server_new_sharded(int workers) { return nsv_server_new_ex(workers < 0 ? 0 : workers, NULL, NULL); }
+
+void nsv_server_free(nsv_server *s)
+{
+    if (!s)
+        return;
+    if (s->sharded)
+        nsv__shard_stop(s);
+    for (int i = 0; i < s->nloops; i++)
+        nsv__loop_free(s->loops[i]);
+    for (int i = 0; i < s->nlisteners; i++)
+        if (s->listeners[i].fd >= 0)
+            close(s->listeners[i].fd);
+    nsv__router_free(s->router);
+    nsv__alloc a = s->alloc;
+    nsv__free(&a, s);
+}
+
+const char *nsv_last_error_detail(nsv_server *s) { return s ? s->detail : ""; }
+
+static int open_listener(nsv_server *s, const char *host, size_t hlen, int port, int *out_port)
+{
+    char h[256], p[8];
+    if (hlen >= sizeof h)
+        return nsv__set_detail(s, NSV_EURL, "host too long");
+    memcpy(h, host, hlen);
+    h[hlen] = 0;
+    snprintf(p, sizeof p, "%d", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *res = NULL;
+    int gr = getaddrinfo(hlen ? h : NULL, p, &hints, &res);
+    if (gr != 0 || !res)
+        return nsv__set_detail(s, NSV_EURL, "cannot resolve '%s': %s", h, gai_strerror(gr));
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        freeaddrinfo(res);
+        return nsv__set_detail(s, NSV_ESYS, "socket: %s", strerror(errno));
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (res->ai_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (bind(fd, res->ai_addr, res->ai_addrlen) != 0) {
+        int e = errno;
+        freeaddrinfo(res);
+        close(fd);
+        if (e == EADDRINUSE)
+            return nsv__set_detail(s, NSV_EADDRINUSE, "bind %s:%d: address in use", h, port);
+        return nsv__set_detail(s, NSV_ESYS, "bind %s:%d: %s", h, port, strerror(e));
+    }
+    freeaddrinfo(res);
+    if (listen(fd, 4096) != 0) {
+        int e = errno;
+        close(fd);
+        return nsv__set_detail(s, NSV_ESYS, "listen: %s", strerror(e));
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    *out_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                               : ((struct sockaddr_in *)&ss)->sin_port);
+    return fd;
+}
+
+int nsv_listen(nsv_server *s, const char *url, size_t len)
+{
+    if (!s || !url)
+        return NSV_EINVAL;
+    if (s->nlisteners >= NSV__MAX_LISTENERS)
+        return nsv__set_detail(s, NSV_ERANGE, "too many listeners");
+    if (atomic_load(&s->draining) || atomic_load(&s->stop))
+        return NSV_ESTOPPED;
+    nsv_url u;
+    if (nsv_url_parse(url, len, &u) != 0)
+        return nsv__set_detail(s, NSV_EURL, "malformed URL '%.*s'", (int)(len > 200 ? 200 : len), url);
+    const char *sc = url + u.scheme_off;
+    int http = (u.scheme_len == 4 && nsv__strncaseeq(sc, "http", 4)) ||
+               (u.scheme_len == 2 && nsv__strncaseeq(sc, "ws", 2));
+    if (!http) {
+        if (u.is_tls)
+            return nsv__set_detail(s, NSV_ENOTSUP, "TLS listeners are not available in this build");
+        return nsv__set_detail(s, NSV_EURL, "unsupported scheme '%.*s'", (int)u.scheme_len, sc);
+    }
+    if (u.port < 0 || u.port > 65535)
+        return nsv__set_detail(s, NSV_EURL, "bad port");
+    int port = 0;
+    int fd = open_listener(s, url + u.host_off, u.host_len, u.port, &port);
+    if (fd < 0)
+        return fd;
+    int id = s->nlisteners;
+    s->listeners[id].fd = fd;
+    s->listeners[id].port = port;
+    s->listeners[id].kind = 0;
+    s->nlisteners++;
+    for (int i = 0; i < s->nloops; i++)
+        if (nsv__loop_add_listener(s->loops[i], id) != 0) {
+            close(fd);
+            s->listeners[id].fd = -1;
+            s->nlisteners--;
+            return nsv__set_detail(s, NSV_ESYS, "epoll_ctl: %s", strerror(errno));
+        }
+    return id;
+}
+
+int nsv_listener_port(nsv_server *s, int id)
+{
+    if (!s || id < 0 || id >= s->nlisteners)
+        return NSV_EINVAL;
+    return s->listeners[id].port;
+}
+
+int nsv_route(nsv_server *s, const char *method, size_t mlen, const char *pattern, size_t plen,
+              int32_t id, uint32_t flags)
+{
+    if (!s || !method || !pattern || id < 0)
+        return NSV_EINVAL;
+    if (!s->router) {
+        s->router = nsv__router_new(&s->alloc);
+        if (!s->router)
+            return NSV_ENOMEM;
+    }
+    int r = nsv__router_add(s->router, method, mlen, pattern, plen, id, flags);
+    if (r < 0)
+        return nsv__set_detail(s, r, "route %.*s %.*s: %s", (int)mlen, method, (int)plen, pattern,
+                               nsv_strerror(r));
+    return NSV_OK;
+}
+
+int nsv_set_callback(nsv_server *s, nsv_event_fn fn, void *ud)
+{
+    if (!s)
+        return NSV_EINVAL;
+    s->cb_ud = ud;
+    s->cb = fn;
+    return NSV_OK;
+}
+
+int nsv_stop(nsv_server *s)
+{
+    if (!s)
+        return NSV_EINVAL;
+    atomic_store(&s->stop, 1);
+    return nsv_wakeup(s);
+}
+
+int nsv_wakeup(nsv_server *s)
+{
+    if (!s)
+        return NSV_EINVAL;
+    uint64_t one = 1;
+    /* write(2) is async-signal-safe; eventfds never block on write here. */
+    for (int i = 0; i < s->nloops; i++) {
+        ssize_t w = write(s->loops[i]->wakefd, &one, sizeof one);
+        (void)w;
+    }
+    return NSV_OK;
+}
+
+/* Drain bookkeeping for the single loop: close idle connections, and
+ * finish once none are left or the deadline passed. */
+void nsv__drain_check(nsv__loop *l)
+{
+    nsv_server *s = l->srv;
+    if (!atomic_load(&s->draining))
+        return;
+    for (uint32_t i = 0; i < l->nslots; i++) {
+        nsv__conn *c = &l->chunks[i / 1024][i % 1024];
+        if (c->state == NSV__C_READ && !c->req_started && c->in.len == c->in.off &&
+            c->out.len == c->out.off)
+            nsv__conn_close(l, c);
+    }
+    if (l->nused == 0 || l->now >= s->drain_deadline) {
+        for (uint32_t i = 0; i < l->nslots; i++) {
+            nsv__conn *c = &l->chunks[i / 1024][i % 1024];
+            if (c->state != NSV__C_FREE)
+                nsv__conn_close(l, c);
+        }
+        atomic_store(&s->stop, 1);
+    }
+}
+
+int nsv_drain_start(nsv_server *s, int timeout_ms)
+{
+    if (!s)
+        return NSV_EINVAL;
+    if (atomic_exchange(&s->draining, 1))
+        return NSV_OK;
+    s->drain_deadline = nsv_millis() + (timeout_ms < 0 ? 0 : timeout_ms);
+    for (int i = 0; i < s->nlisteners; i++) {
+        if (s->listeners[i].fd < 0)
+            continue;
+        for (int k = 0; k < s->nloops; k++) {
+            struct epoll_event ev = {0};
+            epoll_ctl(s->loops[k]->epfd, EPOLL_CTL_DEL, s->listeners[i].fd, &ev);
+        }
+        close(s->listeners[i].fd);
+        s->listeners[i].fd = -1;
+    }
+    return nsv_wakeup(s);
+}
+
+static int loop_step(nsv_server *s, nsv__loop *l, int timeout_ms)
+{
+    nsv__loop_flush_dirty(l);
+    int r = nsv__loop_run_once(l, timeout_ms);
+    nsv__drain_check(l);
+    return r;
+}
+
+int nsv_poll(nsv_server *s, nsv_event *evs, int max, char *arena, size_t cap, int timeout_ms)
+{
+    if (!s || (max > 0 && (!evs || !arena)) || max < 0)
+        return NSV_EINVAL;
+    if (s->sharded) {
+        int nsv__shard_poll(nsv_server *, nsv_event *, int, char *, size_t, int);
+        return nsv__shard_poll(s, evs, max, arena, cap, timeout_ms);
+    }
+    nsv__loop *l = s->loops[0];
+    if (l->q.count == 0) {
+        if (atomic_load(&s->stop))
+            return NSV_ESTOPPED;
+        int r = loop_step(s, l, timeout_ms);
+        if (r < 0)
+            return nsv__set_detail(s, r, "epoll_wait: %s", strerror(errno));
+    } else {
+        loop_step(s, l, 0);
+    }
+    size_t aoff = 0;
+    int n = nsv__evq_copy_out(l, evs, max, arena, cap, &aoff);
+    if (n == NSV_ENOBUFS)
+        nsv__set_detail(s, n, "next event needs %lld arena bytes", (long long)nsv__evq_need(l));
+    return n;
+}
+
+int64_t nsv_poll_need(nsv_server *s)
+{
+    if (!s)
+        return NSV_EINVAL;
+    if (s->sharded) {
+        int64_t nsv__shard_need(nsv_server *);
+        return nsv__shard_need(s);
+    }
+    return nsv__evq_need(s->loops[0]);
+}
+
+int nsv_fd(nsv_server *s)
+{
+    if (!s)
+        return NSV_EINVAL;
+    if (s->sharded) {
+        int nsv__shard_fd(nsv_server *);
+        return nsv__shard_fd(s);
+    }
+    return s->loops[0]->epfd;
+}
+
+int nsv_run(nsv_server *s)
+{
+    if (!s)
+        return NSV_EINVAL;
+    if (s->sharded) {
+        int nsv__shard_run(nsv_server *);
+        return nsv__shard_run(s);
+    }
+    nsv__loop *l = s->loops[0];
+    while (!atomic_load(&s->stop)) {
+        int r = loop_step(s, l, 1000);
+        if (r < 0)
+            return nsv__set_detail(s, r, "epoll_wait: %s", strerror(errno));
+    }
+    return NSV_OK;
+}
+
+int nsv_drain(nsv_server *s, int timeout_ms)
+{
+    int r = nsv_drain_start(s, timeout_ms);
+    if (r)
+        return r;
+    if (s->sharded) {
+        int nsv__shard_drain_wait(nsv_server *);
+        return nsv__shard_drain_wait(s);
+    }
+    nsv__loop *l = s->loops[0];
+    while (!atomic_load(&s->stop))
+        loop_step(s, l, 50);
+    return NSV_OK;
+}

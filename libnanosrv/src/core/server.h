@@ -1,0 +1,181 @@
+/* server.h - the server, its loops (workers) and connections. */
+#ifndef NSV_SERVER_H
+#define NSV_SERVER_H
+
+#include "../internal.h"
+#include "../http/parse.h"
+#include "../router/router.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+
+#define NSV__MAX_LISTENERS 32
+#define NSV__MAX_LOOPS 64
+#define NSV__SCRATCH (64 * 1024)  /* per-loop read buffer */
+#define NSV__BLOCK (16 * 1024)    /* pooled per-connection buffer size */
+#define NSV__POOL_MAX 256         /* pooled blocks kept per loop */
+#define NSV__PIPELINE_OUT (64 * 1024) /* stop parsing ahead above this much output */
+#define NSV__MAX_PARAMS 32
+#define NSV__SWEEP_MS 100
+
+/* Connection ids: slot (24 bits) | loop (8 bits) | generation (31 bits) << 32. */
+#define NSV__ID(slot, loop, gen) (((uint64_t)(gen) << 32) | ((uint64_t)(loop) << 24) | (uint64_t)(slot))
+#define NSV__ID_SLOT(id) ((uint32_t)((id) & 0xFFFFFFu))
+#define NSV__ID_LOOP(id) ((uint32_t)(((id) >> 24) & 0xFFu))
+#define NSV__ID_GEN(id) ((uint32_t)((id) >> 32))
+
+enum nsv__cstate {
+    NSV__C_FREE = 0,
+    NSV__C_READ,      /* waiting for (the rest of) a request */
+    NSV__C_PENDING,   /* request delivered; waiting for the host's reply */
+    NSV__C_STREAM,    /* streamed reply in progress */
+    NSV__C_CLOSING,   /* flush output, then close */
+    NSV__C_WS         /* WebSocket */
+};
+
+/* Growable byte buffer; memory from the loop pool when it is one block. */
+typedef struct nsv__buf {
+    char *p;
+    uint32_t len, cap;
+    uint32_t off; /* consumed prefix (output: bytes already sent) */
+} nsv__buf;
+
+typedef struct nsv__conn {
+    int fd;
+    uint32_t gen;
+    uint8_t state;
+    uint8_t keepalive;  /* current request keeps the connection */
+    uint8_t head;       /* current request is HEAD */
+    uint8_t seen;       /* the host has seen an event: send it CLOSE */
+    uint8_t reading;    /* EPOLLIN armed */
+    uint8_t writing;    /* EPOLLOUT armed */
+    uint8_t dirty;      /* on the loop's flush list */
+    uint8_t draining_close; /* answer with Connection: close */
+    uint8_t req_started;    /* bytes of a new request received */
+    uint8_t resp_started;   /* some response bytes queued for this request */
+    uint8_t continue_sent;
+    uint8_t peer_closed;    /* read side hit EOF */
+    uint8_t http10;
+    uint8_t lingering;      /* write side shut; discarding input until EOF */
+    uint16_t listener;
+    uint16_t peer_port;
+    uint32_t slot;
+    uint32_t head_len;      /* parsed head length of the request in `in`, 0 = not yet */
+    int64_t body_need;      /* Content-Length body bytes still missing (-1 chunked) */
+    uint32_t body_len;      /* decoded chunked body bytes so far */
+    uint32_t raw_off;       /* chunked: raw (undecoded) data starts here */
+    nsv__chunked chunk;
+    int64_t deadline;       /* ms; 0 = none */
+    uint64_t tag;
+    nsv__buf in, out;
+    struct nsv__conn *next_dirty;
+    char peer[46];
+    uint8_t peer_len;
+} nsv__conn;
+
+typedef struct nsv__listener {
+    int fd;
+    int port;
+    int kind; /* 0 http */
+} nsv__listener;
+
+/* Queue of serialized events: [uint32 size][nsv_event][bytes], 8-aligned. */
+typedef struct nsv__evq {
+    char *p;
+    size_t len, cap, rd;
+    uint32_t count;
+} nsv__evq;
+
+typedef struct nsv__loop {
+    nsv_server *srv;
+    int idx;
+    int epfd;
+    int wakefd;          /* eventfd: wakeups from other threads */
+    int64_t now;         /* ms, cached per iteration */
+    int64_t next_sweep;
+    nsv__conn **chunks;  /* connection table in chunks of 1024 */
+    uint32_t nchunks, nslots, nused;
+    uint32_t *freelist;
+    uint32_t nfree, freecap;
+    nsv__conn *dirty;    /* connections with output to flush */
+    char *scratch;
+    char *pool[NSV__POOL_MAX];
+    int npool;
+    nsv__evq q;          /* events for the host (sharded: guarded by qlock) */
+    char date[40];       /* "Date: ...\r\n" */
+    int64_t date_sec;
+    uint32_t accept_paused_until; /* EMFILE back-off, ms (low 32 bits of now) */
+    int64_t accept_pause_end;
+    nsv__hdr hdrs[256];
+    nsv__param params[NSV__MAX_PARAMS];
+    char detail[256];
+} nsv__loop;
+
+struct nsv_server {
+    nsv__alloc alloc;
+    /* options */
+    int64_t max_header_bytes, max_headers, max_uri, max_body;
+    int64_t request_timeout_ms, idle_timeout_ms, max_conns, max_output;
+    int64_t auto_404;
+    int64_t ws_max_message, ws_ping_interval_ms, ws_control_events, ws_close_timeout_ms;
+    int64_t tcp_high_water, tcp_low_water, connect_timeout_ms, shard_accept;
+    nsv__router *router;
+    nsv__listener listeners[NSV__MAX_LISTENERS];
+    int nlisteners;
+    nsv__loop *loops[NSV__MAX_LOOPS];
+    int nloops;
+    int sharded;
+    atomic_int stop;
+    atomic_int draining;
+    int64_t drain_deadline;
+    atomic_int nconns;   /* open connections across loops */
+    nsv_event_fn cb;
+    void *cb_ud;
+    char detail[256];
+};
+
+/* server.c */
+int nsv__set_detail(nsv_server *s, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* loop.c */
+nsv__loop *nsv__loop_new(nsv_server *s, int idx);
+void nsv__loop_free(nsv__loop *l);
+int nsv__loop_add_listener(nsv__loop *l, int lidx);
+int nsv__loop_run_once(nsv__loop *l, int timeout_ms);
+nsv__conn *nsv__conn_get(nsv__loop *l, uint64_t id);
+void nsv__conn_close(nsv__loop *l, nsv__conn *c);
+void nsv__conn_mark_dirty(nsv__loop *l, nsv__conn *c);
+int nsv__conn_flush(nsv__loop *l, nsv__conn *c);
+void nsv__conn_set_events(nsv__loop *l, nsv__conn *c, int rd, int wr);
+void nsv__loop_flush_dirty(nsv__loop *l);
+uint64_t nsv__conn_id(nsv__loop *l, nsv__conn *c);
+nsv__conn *nsv__loop_adopt(nsv__loop *l, int fd, int lidx, const struct sockaddr_storage *ss);
+
+/* buf.c */
+int nsv__buf_reserve(nsv__loop *l, nsv__buf *b, size_t extra);
+void nsv__buf_release(nsv__loop *l, nsv__buf *b);
+int nsv__buf_append(nsv__loop *l, nsv__buf *b, const void *p, size_t n);
+
+/* evq.c */
+char *nsv__evq_push(nsv__loop *l, nsv_event **ev, size_t data_len);
+void nsv__evq_commit(nsv__loop *l);
+int nsv__evq_emit_simple(nsv__loop *l, nsv__conn *c, uint32_t type, int32_t code,
+                         const char *body, size_t blen);
+int nsv__evq_copy_out(nsv__loop *l, nsv_event *evs, int max, char *arena, size_t cap,
+                      size_t *aoff);
+int64_t nsv__evq_need(nsv__loop *l);
+
+/* http_conn.c */
+void nsv__http_on_readable(nsv__loop *l, nsv__conn *c);
+void nsv__http_process(nsv__loop *l, nsv__conn *c);
+void nsv__http_timeout(nsv__loop *l, nsv__conn *c);
+
+/* response.c */
+int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t hlen,
+               const char *body, size_t blen, int stream);
+int nsv__send_chunk(nsv__loop *l, nsv__conn *c, const char *data, size_t len);
+int nsv__reply_end(nsv__loop *l, nsv__conn *c);
+int nsv__error_reply(nsv__loop *l, nsv__conn *c, int status);
+void nsv__update_date(nsv__loop *l);
+
+#endif

@@ -1,0 +1,329 @@
+/* http_conn.c - the HTTP/1.1 read side: buffer, parse, frame the body,
+ * and hand one complete request at a time to the host as an event. */
+#include "../core/server.h"
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define PIPELINE_IN (64 * 1024) /* input buffered while the host works */
+
+enum { H_ERROR = -1, H_MORE = 0, H_DONE = 1 };
+
+static void request_reset(nsv__conn *c)
+{
+    c->head_len = 0;
+    c->body_need = 0;
+    c->body_len = 0;
+    c->raw_off = 0;
+    c->req_started = 0;
+    c->resp_started = 0;
+    c->continue_sent = 0;
+    memset(&c->chunk, 0, sizeof c->chunk);
+}
+
+static size_t headers_block_len(const nsv__request *r)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->num_headers; i++)
+        n += r->headers[i].name_len + r->headers[i].value_len + 4;
+    return n;
+}
+
+static uint32_t put(char *d, uint32_t *off, const char *p, size_t n)
+{
+    uint32_t at = *off;
+    if (n)
+        memcpy(d + at, p, n);
+    *off += (uint32_t)n;
+    return at;
+}
+
+/* Auto 404 answered in C for servers configured so. */
+static int auto_404(nsv__loop *l, nsv__conn *c, const nsv__request *r)
+{
+    static const char body[] = "{\"error\":\"not found\"}\n";
+    static const char hdr[] = "Content-Type: application/json\r\n";
+    return nsv__reply(l, c, 404, hdr, sizeof hdr - 1, body, sizeof body - 1, 0);
+}
+
+/* Serialize one request into the event queue. */
+static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const char *body, size_t blen)
+{
+    nsv_server *s = l->srv;
+    nsv__request r;
+    if (nsv__http_parse_request(data, c->head_len, &r, l->hdrs, NSV__ARRAY_LEN(l->hdrs),
+                                (size_t)s->max_uri) <= 0)
+        return nsv__error_reply(l, c, 400), H_ERROR;
+    uint32_t np = 0, rflags = 0;
+    int32_t route = -1;
+    if (s->router)
+        route = nsv__router_match(s->router, r.method, r.method_len, r.path, r.path_len,
+                                  l->params, NSV__MAX_PARAMS, &np, &rflags);
+    if (route < 0 && s->auto_404) {
+        c->state = NSV__C_PENDING;
+        auto_404(l, c, &r);
+        return c->state == NSV__C_FREE ? H_ERROR : H_DONE;
+    }
+    size_t plen = 0;
+    for (uint32_t i = 0; i < np; i++)
+        plen += l->params[i].name_len + l->params[i].val_len + 2;
+    size_t hlen = headers_block_len(&r);
+    size_t total = r.method_len + r.path_len + r.query_len + hlen + plen + blen + c->peer_len;
+    nsv_event *ev;
+    char *d = nsv__evq_push(l, &ev, total);
+    if (!d) {
+        nsv__error_reply(l, c, 503);
+        return H_ERROR;
+    }
+    uint32_t off = 0;
+    ev->type = NSV_EV_REQUEST;
+    ev->conn = nsv__conn_id(l, c);
+    ev->tag = c->tag;
+    ev->route = route;
+    ev->listener = c->listener;
+    ev->peer_port = c->peer_port;
+    ev->flags = (c->keepalive ? NSV_EVF_KEEPALIVE : 0) | (c->head ? NSV_EVF_HEAD : 0) |
+                (c->http10 ? NSV_EVF_HTTP10 : 0) | (c->body_need < 0 ? NSV_EVF_CHUNKED : 0) |
+                ((r.flags & NSV__RF_UPGRADE_WS) ? NSV_EVF_UPGRADE : 0);
+    ev->method_len = (uint32_t)r.method_len;
+    ev->method_off = put(d, &off, r.method, r.method_len);
+    ev->path_len = (uint32_t)r.path_len;
+    ev->path_off = put(d, &off, r.path, r.path_len);
+    ev->query_len = (uint32_t)r.query_len;
+    ev->query_off = put(d, &off, r.query, r.query_len);
+    ev->headers_off = off;
+    for (size_t i = 0; i < r.num_headers; i++) {
+        put(d, &off, r.headers[i].name, r.headers[i].name_len);
+        put(d, &off, ": ", 2);
+        put(d, &off, r.headers[i].value, r.headers[i].value_len);
+        put(d, &off, "\r\n", 2);
+    }
+    ev->headers_len = off - ev->headers_off;
+    ev->nheaders = (uint32_t)r.num_headers;
+    ev->params_off = off;
+    for (uint32_t i = 0; i < np; i++) {
+        put(d, &off, l->params[i].name, l->params[i].name_len);
+        d[off++] = 0;
+        put(d, &off, r.path + l->params[i].val_off, l->params[i].val_len);
+        d[off++] = 0;
+    }
+    ev->params_len = off - ev->params_off;
+    ev->nparams = np;
+    ev->body_len = (uint32_t)blen;
+    ev->body_off = put(d, &off, body, blen);
+    ev->peer_len = c->peer_len;
+    ev->peer_off = put(d, &off, c->peer, c->peer_len);
+    c->state = NSV__C_PENDING;
+    c->seen = 1;
+    c->deadline = 0;
+    nsv__evq_commit(l);
+    return H_DONE;
+}
+
+static void send_continue(nsv__loop *l, nsv__conn *c)
+{
+    static const char msg[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    c->continue_sent = 1;
+    if (nsv__buf_append(l, &c->out, msg, sizeof msg - 1) == 0)
+        nsv__conn_flush(l, c);
+}
+
+/* Parse the head once it is complete and decide how the body is framed. */
+static int start_request(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
+{
+    nsv_server *s = l->srv;
+    nsv__request r;
+    size_t maxh = (size_t)s->max_headers < NSV__ARRAY_LEN(l->hdrs) ? (size_t)s->max_headers
+                                                                  : NSV__ARRAY_LEN(l->hdrs);
+    int n = nsv__http_parse_request(data, len, &r, l->hdrs, maxh, (size_t)s->max_uri);
+    if (n == 0) {
+        if (len > (size_t)s->max_header_bytes)
+            return nsv__error_reply(l, c, 431), H_ERROR;
+        return H_MORE;
+    }
+    if (n < 0)
+        return nsv__error_reply(l, c, -n), H_ERROR;
+    if ((size_t)n > (size_t)s->max_header_bytes)
+        return nsv__error_reply(l, c, 431), H_ERROR;
+    c->head_len = (uint32_t)n;
+    c->http10 = r.minor_version == 0;
+    c->keepalive = c->http10 ? !!(r.flags & NSV__RF_CONN_KEEPALIVE) : !(r.flags & NSV__RF_CONN_CLOSE);
+    c->head = r.method_len == 4 && memcmp(r.method, "HEAD", 4) == 0;
+    if (r.flags & NSV__RF_CHUNKED) {
+        c->body_need = -1;
+        c->raw_off = (uint32_t)n;
+    } else {
+        int64_t cl = r.content_length < 0 ? 0 : r.content_length;
+        if (cl > s->max_body)
+            return nsv__error_reply(l, c, 413), H_ERROR;
+        c->body_need = cl;
+    }
+    if ((r.flags & NSV__RF_EXPECT_CONTINUE) && !c->http10 && c->body_need != 0 &&
+        len == (size_t)n)
+        send_continue(l, c);
+    return H_DONE;
+}
+
+/* Handle one request from data[0..len). *consumed is set when H_DONE. */
+static int handle(nsv__loop *l, nsv__conn *c, char *data, size_t len, size_t *consumed)
+{
+    nsv_server *s = l->srv;
+    if (!c->req_started) {
+        c->req_started = 1;
+        c->deadline = l->now + s->request_timeout_ms;
+    }
+    if (c->head_len == 0) {
+        int r = start_request(l, c, data, len);
+        if (r != H_DONE)
+            return r;
+    }
+    if (c->body_need >= 0) {
+        size_t total = c->head_len + (size_t)c->body_need;
+        if (len < total)
+            return H_MORE;
+        int r = emit_request(l, c, data, data + c->head_len, (size_t)c->body_need);
+        *consumed = total;
+        if (r == H_DONE)
+            request_reset(c);
+        return r;
+    }
+    size_t cons = 0, prod = 0;
+    int r = nsv__chunked_decode(&c->chunk, data + c->head_len + c->body_len, data + c->raw_off,
+                                len - c->raw_off, &cons, &prod);
+    c->raw_off += (uint32_t)cons;
+    c->body_len += (uint32_t)prod;
+    if ((int64_t)c->body_len > s->max_body)
+        return nsv__error_reply(l, c, 413), H_ERROR;
+    if (r < 0)
+        return nsv__error_reply(l, c, 400), H_ERROR;
+    if (r == 0)
+        return H_MORE;
+    *consumed = c->raw_off;
+    r = emit_request(l, c, data, data + c->head_len, c->body_len);
+    if (r == H_DONE)
+        request_reset(c);
+    return r;
+}
+
+/* Process requests buffered in c->in (after a reply, or after a read). */
+void nsv__http_process(nsv__loop *l, nsv__conn *c)
+{
+    while (c->state == NSV__C_READ && c->in.len > c->in.off) {
+        if (c->out.len - c->out.off >= NSV__PIPELINE_OUT)
+            break; /* the client is not reading: stop producing responses */
+        size_t consumed = 0;
+        int r = handle(l, c, c->in.p + c->in.off, c->in.len - c->in.off, &consumed);
+        if (r == H_ERROR || c->state == NSV__C_FREE)
+            return;
+        if (r == H_MORE)
+            break;
+        c->in.off += (uint32_t)consumed;
+        if (c->in.off == c->in.len)
+            nsv__buf_release(l, &c->in);
+    }
+    if (c->state == NSV__C_READ && !c->reading && !c->peer_closed)
+        nsv__conn_set_events(l, c, 1, c->writing);
+}
+
+/* Process fresh bytes from the loop's scratch buffer; keep the rest. */
+static void process_scratch(nsv__loop *l, nsv__conn *c, char *data, size_t n)
+{
+    size_t done = 0;
+    while (c->state == NSV__C_READ && done < n) {
+        size_t consumed = 0;
+        int r = handle(l, c, data + done, n - done, &consumed);
+        if (r == H_ERROR || c->state == NSV__C_FREE)
+            return;
+        if (r == H_MORE)
+            break;
+        done += consumed;
+    }
+    if (done < n && c->state != NSV__C_CLOSING) {
+        if (nsv__buf_append(l, &c->in, data + done, n - done) != 0)
+            nsv__error_reply(l, c, 503);
+    }
+}
+
+static size_t read_room(nsv__loop *l, nsv__conn *c)
+{
+    size_t want = 4096;
+    if (c->head_len && c->body_need > 0) {
+        size_t have = c->in.len - c->in.off;
+        size_t total = c->head_len + (size_t)c->body_need;
+        if (total > have)
+            want = total - have;
+        if (want > 1024 * 1024)
+            want = 1024 * 1024;
+    }
+    return want;
+}
+
+static void discard_input(nsv__loop *l, nsv__conn *c)
+{
+    ssize_t n = recv(c->fd, l->scratch, NSV__SCRATCH, 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        if (c->lingering || c->out.len == c->out.off)
+            nsv__conn_close(l, c);
+        else
+            c->peer_closed = 1, nsv__conn_set_events(l, c, 0, c->writing);
+    }
+}
+
+void nsv__http_on_readable(nsv__loop *l, nsv__conn *c)
+{
+    if (c->lingering || c->state == NSV__C_CLOSING) {
+        discard_input(l, c);
+        return;
+    }
+    int into_scratch = c->state == NSV__C_READ && c->in.len == c->in.off;
+    ssize_t n;
+    if (into_scratch) {
+        n = recv(c->fd, l->scratch, NSV__SCRATCH, 0);
+    } else {
+        size_t room = read_room(l, c);
+        if (c->state != NSV__C_READ) {
+            /* The host is busy with a request: buffer a bounded amount. */
+            if (c->in.len - c->in.off >= PIPELINE_IN) {
+                nsv__conn_set_events(l, c, 0, c->writing);
+                return;
+            }
+        }
+        if (nsv__buf_reserve(l, &c->in, room) != 0) {
+            nsv__error_reply(l, c, 503);
+            return;
+        }
+        n = recv(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len, 0);
+    }
+    if (n > 0) {
+        if (into_scratch) {
+            process_scratch(l, c, l->scratch, (size_t)n);
+        } else {
+            c->in.len += (uint32_t)n;
+            if (c->state == NSV__C_READ)
+                nsv__http_process(l, c);
+        }
+        return;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (n < 0) {
+        nsv__conn_close(l, c);
+        return;
+    }
+    /* EOF. A client may half-close after sending its request: answer it. */
+    c->peer_closed = 1;
+    nsv__conn_set_events(l, c, 0, c->writing);
+    if (c->state == NSV__C_READ && c->out.len == c->out.off)
+        nsv__conn_close(l, c);
+}
+
+void nsv__http_timeout(nsv__loop *l, nsv__conn *c)
+{
+    if (c->state == NSV__C_READ && c->req_started && !c->resp_started &&
+        c->out.len == c->out.off && !c->lingering) {
+        nsv__error_reply(l, c, 408);
+        return;
+    }
+    nsv__conn_close(l, c);
+}

@@ -1,0 +1,86 @@
+/* buf.c - connection buffers. One-block buffers come from a per-loop pool so
+ * steady-state traffic allocates nothing; larger ones use the allocator. */
+#include "../core/server.h"
+#include <string.h>
+
+static char *pool_get(nsv__loop *l)
+{
+    if (l->npool > 0)
+        return l->pool[--l->npool];
+    return nsv__malloc(&l->srv->alloc, NSV__BLOCK);
+}
+
+static void pool_put(nsv__loop *l, char *p)
+{
+    if (l->npool < NSV__POOL_MAX)
+        l->pool[l->npool++] = p;
+    else
+        nsv__free(&l->srv->alloc, p);
+}
+
+void nsv__buf_release(nsv__loop *l, nsv__buf *b)
+{
+    if (b->p) {
+        if (b->cap == NSV__BLOCK)
+            pool_put(l, b->p);
+        else
+            nsv__free(&l->srv->alloc, b->p);
+    }
+    b->p = NULL;
+    b->len = b->cap = b->off = 0;
+}
+
+/* Make room for `extra` more bytes after len; drops the consumed prefix. */
+int nsv__buf_reserve(nsv__loop *l, nsv__buf *b, size_t extra)
+{
+    if (b->off && b->off == b->len) {
+        b->off = b->len = 0;
+    }
+    if ((size_t)b->cap - b->len >= extra)
+        return 0;
+    if (b->off) {
+        memmove(b->p, b->p + b->off, b->len - b->off);
+        b->len -= b->off;
+        b->off = 0;
+        if ((size_t)b->cap - b->len >= extra)
+            return 0;
+    }
+    size_t need = (size_t)b->len + extra;
+    if (need > UINT32_MAX - 64)
+        return NSV_ETOOBIG;
+    if (!b->p && need <= NSV__BLOCK) {
+        b->p = pool_get(l);
+        if (!b->p)
+            return NSV_ENOMEM;
+        b->cap = NSV__BLOCK;
+        return 0;
+    }
+    size_t cap = b->cap ? b->cap : NSV__BLOCK;
+    while (cap < need)
+        cap *= 2;
+    char *p;
+    if (b->cap == NSV__BLOCK) {
+        p = nsv__malloc(&l->srv->alloc, cap);
+        if (!p)
+            return NSV_ENOMEM;
+        memcpy(p, b->p, b->len);
+        pool_put(l, b->p);
+    } else {
+        p = nsv__realloc(&l->srv->alloc, b->p, cap);
+        if (!p)
+            return NSV_ENOMEM;
+    }
+    b->p = p;
+    b->cap = (uint32_t)cap;
+    return 0;
+}
+
+int nsv__buf_append(nsv__loop *l, nsv__buf *b, const void *p, size_t n)
+{
+    int r = nsv__buf_reserve(l, b, n);
+    if (r)
+        return r;
+    memcpy(b->p + b->len, p, n);
+    b->len += (uint32_t)n;
+    return 0;
+}

@@ -1,0 +1,135 @@
+/* evq.c - the per-loop queue of serialized events that nsv_poll copies out.
+ * Entry: [uint32 size][uint32 data_len][nsv_event][data], padded to 8. */
+#include "../core/server.h"
+#include <string.h>
+
+#define HDR 8
+
+static size_t entry_size(size_t data_len)
+{
+    return (HDR + sizeof(nsv_event) + data_len + 7) & ~(size_t)7;
+}
+
+/* Reserve an entry; fills *ev (zeroed) and returns the data area. The entry
+ * becomes visible with nsv__evq_commit. NULL on allocation failure. */
+char *nsv__evq_push(nsv__loop *l, nsv_event **ev, size_t data_len)
+{
+    nsv__evq *q = &l->q;
+    size_t need = entry_size(data_len);
+    if (q->rd && q->rd == q->len)
+        q->rd = q->len = 0;
+    if (q->cap - q->len < need) {
+        if (q->rd) { /* compact first: consumed entries are dead */
+            memmove(q->p, q->p + q->rd, q->len - q->rd);
+            q->len -= q->rd;
+            q->rd = 0;
+        }
+        if (q->cap - q->len < need) {
+            size_t cap = q->cap ? q->cap : 64 * 1024;
+            while (cap - q->len < need)
+                cap *= 2;
+            char *p = nsv__realloc(&l->srv->alloc, q->p, cap);
+            if (!p)
+                return NULL;
+            q->p = p;
+            q->cap = cap;
+        }
+    }
+    char *e = q->p + q->len;
+    uint32_t sz = (uint32_t)need, dl = (uint32_t)data_len;
+    memcpy(e, &sz, 4);
+    memcpy(e + 4, &dl, 4);
+    *ev = (nsv_event *)(e + HDR);
+    memset(*ev, 0, sizeof(nsv_event));
+    (*ev)->route = -1;
+    return e + HDR + sizeof(nsv_event);
+}
+
+/* Publish the entry reserved last. In callback mode it is handed to the
+ * callback at once and dropped. */
+void nsv__evq_commit(nsv__loop *l)
+{
+    nsv__evq *q = &l->q;
+    char *e = q->p + q->len;
+    uint32_t sz;
+    memcpy(&sz, e, 4);
+    nsv_server *s = l->srv;
+    if (s->cb) {
+        s->cb(s, (nsv_event *)(e + HDR), e + HDR + sizeof(nsv_event), s->cb_ud);
+        return;
+    }
+    q->len += sz;
+    q->count++;
+}
+
+int nsv__evq_emit_simple(nsv__loop *l, nsv__conn *c, uint32_t type, int32_t code,
+                         const char *body, size_t blen)
+{
+    nsv_event *ev;
+    char *d = nsv__evq_push(l, &ev, blen);
+    if (!d)
+        return NSV_ENOMEM;
+    ev->type = type;
+    ev->code = code;
+    if (c) {
+        ev->conn = nsv__conn_id(l, c);
+        ev->tag = c->tag;
+        ev->listener = c->listener;
+        ev->peer_port = c->peer_port;
+    }
+    if (blen)
+        memcpy(d, body, blen);
+    ev->body_len = (uint32_t)blen;
+    nsv__evq_commit(l);
+    return 0;
+}
+
+/* Copy queued events into the host's storage. Returns the count, or
+ * NSV_ENOBUFS if the first event does not fit into the whole arena. */
+int nsv__evq_copy_out(nsv__loop *l, nsv_event *evs, int max, char *arena, size_t cap,
+                      size_t *aoff)
+{
+    nsv__evq *q = &l->q;
+    int n = 0;
+    while (n < max && q->rd < q->len) {
+        char *e = q->p + q->rd;
+        uint32_t sz, dl;
+        memcpy(&sz, e, 4);
+        memcpy(&dl, e + 4, 4);
+        if (cap - *aoff < dl) {
+            if (n == 0 && *aoff == 0)
+                return NSV_ENOBUFS;
+            break;
+        }
+        uint32_t base = (uint32_t)*aoff;
+        memcpy(arena + base, e + HDR + sizeof(nsv_event), dl);
+        nsv_event *ev = &evs[n];
+        memcpy(ev, e + HDR, sizeof(nsv_event));
+        ev->method_off += base;
+        ev->path_off += base;
+        ev->query_off += base;
+        ev->headers_off += base;
+        ev->params_off += base;
+        ev->body_off += base;
+        ev->peer_off += base;
+        *aoff += (dl + 7) & ~(size_t)7;
+        if (*aoff > cap)
+            *aoff = cap;
+        q->rd += sz;
+        q->count--;
+        n++;
+    }
+    if (q->rd == q->len)
+        q->rd = q->len = 0;
+    return n;
+}
+
+int64_t nsv__evq_need(nsv__loop *l)
+{
+    nsv__evq *q = &l->q;
+    if (q->rd >= q->len)
+        return 0;
+    uint32_t dl;
+    memcpy(&dl, q->p + q->rd + 4, 4);
+    return dl;
+}

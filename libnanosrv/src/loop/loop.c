@@ -1,0 +1,375 @@
+/* loop.c - one epoll loop: connection table, accept, flush, timers. */
+#include "../core/server.h"
+#include <errno.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define TAG_CONN 0u
+#define TAG_LISTENER 1u
+#define TAG_WAKE 2u
+#define EV_DATA(tag, v) (((uint64_t)(tag) << 32) | (uint32_t)(v))
+#define CHUNK 1024
+
+nsv__loop *nsv__loop_new(nsv_server *s, int idx)
+{
+    nsv__loop *l = nsv__calloc(&s->alloc, sizeof *l);
+    if (!l)
+        return NULL;
+    l->srv = s;
+    l->idx = idx;
+    l->epfd = epoll_create1(EPOLL_CLOEXEC);
+    l->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    l->scratch = nsv__malloc(&s->alloc, NSV__SCRATCH);
+    if (l->epfd < 0 || l->wakefd < 0 || !l->scratch) {
+        nsv__loop_free(l);
+        return NULL;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_DATA(TAG_WAKE, 0)};
+    if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev) != 0) {
+        nsv__loop_free(l);
+        return NULL;
+    }
+    l->now = nsv_millis();
+    l->next_sweep = l->now + NSV__SWEEP_MS;
+    return l;
+}
+
+void nsv__loop_free(nsv__loop *l)
+{
+    if (!l)
+        return;
+    const nsv__alloc *a = &l->srv->alloc;
+    for (uint32_t i = 0; i < l->nslots; i++) {
+        nsv__conn *c = &l->chunks[i / CHUNK][i % CHUNK];
+        if (c->state != NSV__C_FREE) {
+            close(c->fd);
+            nsv__buf_release(l, &c->in);
+            nsv__buf_release(l, &c->out);
+            atomic_fetch_sub(&l->srv->nconns, 1);
+        }
+    }
+    for (uint32_t i = 0; i < l->nchunks; i++)
+        nsv__free(a, l->chunks[i]);
+    nsv__free(a, l->chunks);
+    nsv__free(a, l->freelist);
+    for (int i = 0; i < l->npool; i++)
+        nsv__free(a, l->pool[i]);
+    nsv__free(a, l->q.p);
+    nsv__free(a, l->scratch);
+    if (l->epfd >= 0)
+        close(l->epfd);
+    if (l->wakefd >= 0)
+        close(l->wakefd);
+    nsv__free(a, l);
+}
+
+int nsv__loop_add_listener(nsv__loop *l, int lidx)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_DATA(TAG_LISTENER, lidx)};
+    return epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->srv->listeners[lidx].fd, &ev) == 0 ? 0 : NSV_ESYS;
+}
+
+uint64_t nsv__conn_id(nsv__loop *l, nsv__conn *c) { return NSV__ID(c->slot, l->idx, c->gen); }
+
+nsv__conn *nsv__conn_get(nsv__loop *l, uint64_t id)
+{
+    uint32_t slot = NSV__ID_SLOT(id);
+    if (slot >= l->nslots)
+        return NULL;
+    nsv__conn *c = &l->chunks[slot / CHUNK][slot % CHUNK];
+    if (c->state == NSV__C_FREE || c->gen != NSV__ID_GEN(id))
+        return NULL;
+    return c;
+}
+
+static nsv__conn *slot_alloc(nsv__loop *l)
+{
+    if (l->nfree == 0) {
+        if (l->nslots >= 0xFFFFFFu)
+            return NULL;
+        if (l->nslots % CHUNK == 0) {
+            nsv__conn **ch = nsv__realloc(&l->srv->alloc, l->chunks, (l->nchunks + 1) * sizeof *ch);
+            if (!ch)
+                return NULL;
+            l->chunks = ch;
+            ch[l->nchunks] = nsv__calloc(&l->srv->alloc, CHUNK * sizeof(nsv__conn));
+            if (!ch[l->nchunks])
+                return NULL;
+            l->nchunks++;
+            uint32_t *fl = nsv__realloc(&l->srv->alloc, l->freelist, l->nchunks * CHUNK * sizeof *fl);
+            if (!fl)
+                return NULL;
+            l->freelist = fl;
+            l->freecap = l->nchunks * CHUNK;
+            /* Push the new slots so the lowest comes out first. */
+            for (uint32_t i = CHUNK; i-- > 0;)
+                l->freelist[l->nfree++] = l->nslots + i;
+            l->nslots += CHUNK;
+        }
+    }
+    if (l->nfree == 0)
+        return NULL;
+    uint32_t slot = l->freelist[--l->nfree];
+    nsv__conn *c = &l->chunks[slot / CHUNK][slot % CHUNK];
+    uint32_t gen = c->gen + 1;
+    if (gen > 0x7FFFFFFFu)
+        gen = 1;
+    memset(c, 0, sizeof *c);
+    c->gen = gen;
+    c->slot = slot;
+    l->nused++;
+    return c;
+}
+
+void nsv__conn_set_events(nsv__loop *l, nsv__conn *c, int rd, int wr)
+{
+    if (c->reading == rd && c->writing == wr)
+        return;
+    struct epoll_event ev = {.events = (rd ? EPOLLIN : 0) | (wr ? EPOLLOUT : 0) | EPOLLRDHUP * 0,
+                             .data.u64 = EV_DATA(TAG_CONN, c->slot)};
+    epoll_ctl(l->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+    c->reading = (uint8_t)rd;
+    c->writing = (uint8_t)wr;
+}
+
+void nsv__conn_close(nsv__loop *l, nsv__conn *c)
+{
+    if (c->state == NSV__C_FREE)
+        return;
+    if (c->seen)
+        nsv__evq_emit_simple(l, c, NSV_EV_CLOSE, 0, NULL, 0);
+    close(c->fd); /* also removes it from epoll */
+    nsv__buf_release(l, &c->in);
+    nsv__buf_release(l, &c->out);
+    c->state = NSV__C_FREE;
+    c->fd = -1;
+    l->freelist[l->nfree++] = c->slot;
+    l->nused--;
+    atomic_fetch_sub(&l->srv->nconns, 1);
+}
+
+static void format_peer(nsv__conn *c, const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const void *)ss;
+        inet_ntop(AF_INET6, &a->sin6_addr, c->peer, sizeof c->peer);
+        c->peer_port = ntohs(a->sin6_port);
+    } else if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const void *)ss;
+        inet_ntop(AF_INET, &a->sin_addr, c->peer, sizeof c->peer);
+        c->peer_port = ntohs(a->sin_port);
+    } else {
+        c->peer[0] = 0;
+    }
+    c->peer_len = (uint8_t)strlen(c->peer);
+}
+
+/* Adopt an accepted socket. Returns NULL (and closes fd) on failure. */
+nsv__conn *nsv__loop_adopt(nsv__loop *l, int fd, int lidx, const struct sockaddr_storage *ss)
+{
+    nsv__conn *c = slot_alloc(l);
+    if (!c) {
+        close(fd);
+        atomic_fetch_sub(&l->srv->nconns, 1);
+        return NULL;
+    }
+    c->fd = fd;
+    c->listener = (uint16_t)lidx;
+    c->state = NSV__C_READ;
+    c->reading = 1;
+    format_peer(c, ss);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    c->deadline = l->now + l->srv->request_timeout_ms;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_DATA(TAG_CONN, c->slot)};
+    if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        nsv__conn_close(l, c);
+        return NULL;
+    }
+    return c;
+}
+
+static void refuse(int fd)
+{
+    static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                               "Connection: close\r\nRetry-After: 1\r\n\r\n";
+    ssize_t w = send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w;
+    close(fd);
+}
+
+static void on_accept(nsv__loop *l, int lidx)
+{
+    nsv_server *s = l->srv;
+    int lfd = s->listeners[lidx].fd;
+    for (int i = 0; i < 64; i++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* Out of descriptors: stop accepting for a moment instead of
+                 * spinning on a listener that stays readable. */
+                nsv__log(NSV_LOG_ERROR, "accept: %s; pausing accepts", strerror(errno));
+                struct epoll_event ev = {0};
+                epoll_ctl(l->epfd, EPOLL_CTL_DEL, lfd, &ev);
+                l->accept_pause_end = l->now + 100;
+            }
+            return;
+        }
+        if (atomic_fetch_add(&s->nconns, 1) >= s->max_conns || atomic_load(&s->draining)) {
+            atomic_fetch_sub(&s->nconns, 1);
+            refuse(fd);
+            continue;
+        }
+        nsv__loop_adopt(l, fd, lidx, &ss);
+    }
+}
+
+/* Send queued output. Returns 0, or -1 if the connection was closed. */
+int nsv__conn_flush(nsv__loop *l, nsv__conn *c)
+{
+    nsv__buf *b = &c->out;
+    while (b->off < b->len) {
+        ssize_t n = send(c->fd, b->p + b->off, b->len - b->off, MSG_NOSIGNAL);
+        if (n > 0) {
+            b->off += (uint32_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            nsv__conn_set_events(l, c, c->reading, 1);
+            if (c->deadline == 0 || c->state != NSV__C_READ)
+                c->deadline = l->now + l->srv->idle_timeout_ms;
+            return 0;
+        }
+        nsv__conn_close(l, c);
+        return -1;
+    }
+    nsv__buf_release(l, b);
+    if (c->writing)
+        nsv__conn_set_events(l, c, c->reading, 0);
+    if (c->state == NSV__C_CLOSING) {
+        int pending = 0;
+        if (!c->peer_closed && (c->in.len > c->in.off || c->lingering ||
+                                (ioctl(c->fd, FIONREAD, &pending) == 0 && pending > 0))) {
+            /* Unread input: closing now would send RST and could destroy the
+             * response in flight. Shut the write side and drain a while. */
+            if (!c->lingering) {
+                shutdown(c->fd, SHUT_WR);
+                c->lingering = 1;
+                c->deadline = l->now + 2000;
+                nsv__buf_release(l, &c->in);
+            }
+            nsv__conn_set_events(l, c, 1, 0);
+            return 0;
+        }
+        nsv__conn_close(l, c);
+        return -1;
+    }
+    if (c->peer_closed && c->state == NSV__C_READ) {
+        nsv__conn_close(l, c);
+        return -1;
+    }
+    return 0;
+}
+
+void nsv__conn_mark_dirty(nsv__loop *l, nsv__conn *c)
+{
+    if (c->dirty)
+        return;
+    c->dirty = 1;
+    c->next_dirty = l->dirty;
+    l->dirty = c;
+}
+
+/* Parse buffered requests of replied connections, then send what can go:
+ * output of a connection whose next request is already with the host waits
+ * (so pipelined responses leave in one write) unless it grew large. */
+void nsv__loop_flush_dirty(nsv__loop *l)
+{
+    nsv__conn *c = l->dirty;
+    l->dirty = NULL;
+    while (c) {
+        nsv__conn *next = c->next_dirty;
+        c->dirty = 0;
+        c->next_dirty = NULL;
+        if (c->state == NSV__C_READ && c->in.len > c->in.off)
+            nsv__http_process(l, c);
+        if (c->state != NSV__C_FREE && c->out.len > c->out.off &&
+            (c->state != NSV__C_PENDING || c->out.len - c->out.off >= NSV__PIPELINE_OUT))
+            nsv__conn_flush(l, c);
+        else if (c->state == NSV__C_CLOSING && c->out.len == c->out.off)
+            nsv__conn_flush(l, c);
+        c = next;
+    }
+}
+
+static void sweep(nsv__loop *l)
+{
+    l->next_sweep = l->now + NSV__SWEEP_MS;
+    for (uint32_t i = 0; i < l->nslots; i++) {
+        nsv__conn *c = &l->chunks[i / CHUNK][i % CHUNK];
+        if (c->state != NSV__C_FREE && c->deadline && l->now >= c->deadline)
+            nsv__http_timeout(l, c);
+    }
+    if (l->accept_pause_end && l->now >= l->accept_pause_end) {
+        l->accept_pause_end = 0;
+        for (int i = 0; i < l->srv->nlisteners; i++)
+            nsv__loop_add_listener(l, i);
+    }
+}
+
+static void on_conn_event(nsv__loop *l, uint32_t slot, uint32_t events)
+{
+    if (slot >= l->nslots)
+        return;
+    nsv__conn *c = &l->chunks[slot / CHUNK][slot % CHUNK];
+    if (c->state == NSV__C_FREE)
+        return;
+    if (events & EPOLLOUT) {
+        if (nsv__conn_flush(l, c) < 0)
+            return;
+    }
+    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+        nsv__http_on_readable(l, c);
+}
+
+int nsv__loop_run_once(nsv__loop *l, int timeout_ms)
+{
+    struct epoll_event evs[256];
+    l->now = nsv_millis();
+    int64_t until_sweep = l->next_sweep - l->now;
+    if (l->nused && (timeout_ms < 0 || timeout_ms > until_sweep))
+        timeout_ms = until_sweep < 0 ? 0 : (int)until_sweep;
+    int n = epoll_wait(l->epfd, evs, 256, timeout_ms);
+    if (n < 0 && errno != EINTR)
+        return NSV_ESYS;
+    l->now = nsv_millis();
+    for (int i = 0; i < n; i++) {
+        uint32_t tag = (uint32_t)(evs[i].data.u64 >> 32), v = (uint32_t)evs[i].data.u64;
+        if (tag == TAG_CONN)
+            on_conn_event(l, v, evs[i].events);
+        else if (tag == TAG_LISTENER)
+            on_accept(l, (int)v);
+        else {
+            uint64_t x;
+            ssize_t r = read(l->wakefd, &x, sizeof x);
+            (void)r;
+        }
+    }
+    if (l->now >= l->next_sweep)
+        sweep(l);
+    nsv__loop_flush_dirty(l);
+    return n;
+}

@@ -1,0 +1,260 @@
+/* api.c - the C ABI in-process: errors for bad ids and bad calls, options,
+ * listeners, routes, event accessors, streaming, batches, callback mode. */
+#include "tap.h"
+#include <nanosrv.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static nsv_event evs[64];
+static char arena[1 << 20];
+
+static int client(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
+        return -1;
+    return fd;
+}
+
+static void sends(int fd, const char *s) { ssize_t w = write(fd, s, strlen(s)); (void)w; }
+
+/* Poll until an event of `type` arrives (bounded). */
+static int wait_event(nsv_server *s, uint32_t type, nsv_event *out)
+{
+    for (int tries = 0; tries < 100; tries++) {
+        int n = nsv_poll(s, evs, 64, arena, sizeof arena, 20);
+        for (int i = 0; i < n; i++)
+            if (evs[i].type == type) {
+                *out = evs[i];
+                return 1;
+            }
+    }
+    return 0;
+}
+
+static int read_all(int fd, char *buf, size_t cap, int ms)
+{
+    size_t n = 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (n < cap - 1 && poll(&p, 1, ms) > 0) {
+        ssize_t r = read(fd, buf + n, cap - 1 - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+        ms = 50;
+    }
+    buf[n] = 0;
+    return (int)n;
+}
+
+static void test_errors(void)
+{
+    is_int(nsv_abi_version(), NSV_ABI_VERSION, "ABI version matches header");
+    is_int(nsv_event_size(), sizeof(nsv_event), "event size matches header");
+    is_int(nsv_version(), NSV_VERSION_NUMBER, "version number");
+    ok(!strcmp(nsv_version_string(), NSV_VERSION_STRING), "version string");
+    ok(!strcmp(nsv_errname(NSV_ESTALE), "NSV_ESTALE"), "errname");
+    ok(strlen(nsv_strerror(-999)) > 0 && strlen(nsv_errname(-999)) > 0, "unknown codes still named");
+    for (int e = 0; e >= NSV_EEXIST; e--)
+        ok(strcmp(nsv_errname(e), "NSV_EUNKNOWN") != 0, "code %d has a name (%s)", e, nsv_errname(e));
+    is_int(nsv_reply(NULL, 1, 200, NULL, 0, NULL, 0), NSV_EINVAL, "NULL server -> EINVAL");
+    is_int(nsv_listen(NULL, "http://x", 8), NSV_EINVAL, "listen NULL server");
+    nsv_server_free(NULL);
+    ok(1, "nsv_server_free(NULL) is a no-op");
+    nsv_server *s = nsv_server_new();
+    ok(s != NULL, "server created");
+    is_int(nsv_reply(s, 0, 200, NULL, 0, NULL, 0), NSV_ESTALE, "id 0 -> ESTALE");
+    is_int(nsv_reply(s, 0x123456789abULL, 200, NULL, 0, NULL, 0), NSV_ESTALE, "made-up id -> ESTALE");
+    is_int(nsv_close(s, ~0ULL), NSV_ESTALE, "close with garbage id -> ESTALE");
+    is_int(nsv_listen(s, NULL, 0), NSV_EINVAL, "listen NULL url");
+    is_int(nsv_listen(s, "bogus", 5), NSV_EURL, "listen bad URL");
+    is_int(nsv_listen(s, "ftp://127.0.0.1:0", 17), NSV_EURL, "listen unsupported scheme");
+    is_int(nsv_listen(s, "http://127.0.0.1:99999", 22), NSV_EURL, "listen bad port");
+    int l1 = nsv_listen(s, "http://127.0.0.1:0", 18);
+    ok(l1 >= 0, "listen on ephemeral port");
+    int port = nsv_listener_port(s, l1);
+    ok(port > 0, "bound port reported (%d)", port);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    is_int(nsv_listen(s, url, strlen(url)), NSV_EADDRINUSE, "port in use -> EADDRINUSE");
+    ok(strlen(nsv_last_error_detail(s)) > 0, "detail explains: %s", nsv_last_error_detail(s));
+    int l6 = nsv_listen(s, "http://[::1]:0", 14);
+    ok(l6 >= 0, "IPv6 listener");
+    is_int(nsv_listener_port(s, 99), NSV_EINVAL, "listener_port bad id");
+    is_int(nsv_set_int(s, 9999, 1), NSV_EINVAL, "unknown option");
+    is_int(nsv_set_int(s, NSV_OPT_MAX_HEADERS, 0), NSV_ERANGE, "option out of range");
+    is_int(nsv_set_int(s, NSV_OPT_MAX_BODY, 1234), NSV_OK, "set max_body");
+    is_int(nsv_get_int(s, NSV_OPT_MAX_BODY), 1234, "get max_body");
+    is_int(nsv_opt_by_name("max_body", 8), NSV_OPT_MAX_BODY, "opt_by_name");
+    is_int(nsv_opt_by_name("NSV_OPT_MAX_CONNS", 17), NSV_OPT_MAX_CONNS, "opt_by_name with prefix");
+    is_int(nsv_opt_by_name("nope", 4), NSV_ENOTFOUND, "opt_by_name unknown");
+    is_int(nsv_get_int(s, NSV_OPT_WORKERS), 0, "single loop has 0 workers");
+    is_int(nsv_route(s, "GET", 3, "/u/:id", 6, 7, 0), NSV_OK, "route added");
+    is_int(nsv_route(s, "GET", 3, "/u/:id", 6, 8, 0), NSV_EEXIST, "duplicate route");
+    is_int(nsv_route(s, "GET", 3, "nope", 4, 8, 0), NSV_EINVAL, "bad pattern");
+    is_int(nsv_poll(s, NULL, 5, arena, 10, 0), NSV_EINVAL, "poll NULL events");
+    is_int(nsv_poll(s, evs, 64, arena, sizeof arena, 0), 0, "poll with nothing to do returns 0");
+
+    /* A request, then every misuse of its id. */
+    int fd = client(port);
+    sends(fd, "GET /u/42?x=1 HTTP/1.1\r\nHost: h\r\nX-Test: Value 1\r\nx-other: two\r\n\r\n");
+    nsv_event ev;
+    ok(wait_event(s, NSV_EV_REQUEST, &ev), "request event");
+    is_int(ev.route, 7, "route id in event");
+    is_mem(arena + ev.method_off, ev.method_len, "GET", "method");
+    is_mem(arena + ev.path_off, ev.path_len, "/u/42", "path");
+    is_mem(arena + ev.query_off, ev.query_len, "x=1", "query");
+    is_int(ev.nparams, 1, "one param");
+    uint32_t vl = 0;
+    int64_t vo = nsv_ev_param_by_name(&ev, arena, "id", 2, &vl);
+    ok(vo >= 0, "param by name");
+    is_mem(arena + vo, vl, "42", "param value");
+    vo = nsv_ev_param(&ev, arena, 0, &vl);
+    is_mem(arena + vo, vl, "42", "param by index");
+    is_int(nsv_ev_param(&ev, arena, 1, &vl), NSV_ENOTFOUND, "param index past end");
+    vo = nsv_ev_header(&ev, arena, "x-test", 6, &vl);
+    is_mem(arena + vo, vl, "Value 1", "header lookup is case-insensitive");
+    is_int(nsv_ev_header(&ev, arena, "absent", 6, &vl), NSV_ENOTFOUND, "absent header");
+    is_int(ev.nheaders, 3, "header count");
+    uint32_t no, nl, vo2, vl2;
+    is_int(nsv_ev_header_at(&ev, arena, 2, &no, &nl, &vo2, &vl2), NSV_OK, "header_at 2");
+    is_mem(arena + no, nl, "x-other", "header_at name");
+    is_mem(arena + vo2, vl2, "two", "header_at value");
+    is_int(nsv_ev_header_at(&ev, arena, 3, &no, &nl, &vo2, &vl2), NSV_ENOTFOUND, "header_at past end");
+    is_mem(arena + ev.peer_off, ev.peer_len, "127.0.0.1", "peer address");
+    ok(ev.peer_port > 0, "peer port");
+    ok(ev.flags & NSV_EVF_KEEPALIVE, "keep-alive flag");
+    uint64_t tag = 0;
+    is_int(nsv_conn_set_tag(s, ev.conn, 0xfeedULL), NSV_OK, "set tag");
+    is_int(nsv_conn_tag(s, ev.conn, &tag), NSV_OK, "get tag");
+    is_int(tag, 0xfeed, "tag round-trips");
+    is_int(nsv_reply(s, ev.conn, 42, NULL, 0, NULL, 0), NSV_EINVAL, "bad status -> EINVAL");
+    is_int(nsv_reply(s, ev.conn, 200, "Bad\r\nHeader", 12, NULL, 0), NSV_EINVAL, "bad header block -> EINVAL");
+    is_int(nsv_reply(s, ev.conn, 200, "X: a\nInjected: b\r\n", 19, NULL, 0), NSV_EINVAL, "bare LF in header block -> EINVAL");
+    is_int(nsv_reply(s, ev.conn, 200, NULL, 5, NULL, 0), NSV_EINVAL, "NULL headers with length -> EINVAL");
+    is_int(nsv_send_chunk(s, ev.conn, "x", 1), NSV_ESTATE, "chunk before reply_start -> ESTATE");
+    is_int(nsv_reply(s, ev.conn, 200, "X-A: 1\r\n", 8, "hi", 2), NSV_OK, "reply");
+    is_int(nsv_reply(s, ev.conn, 200, NULL, 0, "again", 5), NSV_ESTATE, "reply twice -> ESTATE");
+    nsv_poll(s, evs, 64, arena, sizeof arena, 0);
+    char buf[4096];
+    read_all(fd, buf, sizeof buf, 500);
+    ok(strstr(buf, "HTTP/1.1 200 OK\r\n") && strstr(buf, "X-A: 1\r\n") && strstr(buf, "\r\n\r\nhi"), "reply on the wire");
+
+    /* streaming */
+    sends(fd, "GET /stream HTTP/1.1\r\nHost: h\r\n\r\n");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev), "second request on the same connection");
+    is_int(ev.route, -1, "unmatched route -> -1");
+    is_int(nsv_reply_start(s, ev.conn, 200, "Content-Type: text/plain\r\n", 26), NSV_OK, "reply_start");
+    is_int(nsv_send_chunk(s, ev.conn, "abc", 3), NSV_OK, "chunk 1");
+    is_int(nsv_send_chunk(s, ev.conn, "", 0), NSV_OK, "empty chunk ignored");
+    is_int(nsv_send_chunk(s, ev.conn, "defgh", 5), NSV_OK, "chunk 2");
+    is_int(nsv_reply(s, ev.conn, 200, NULL, 0, NULL, 0), NSV_ESTATE, "reply during stream -> ESTATE");
+    is_int(nsv_reply_end(s, ev.conn), NSV_OK, "reply_end");
+    is_int(nsv_reply_end(s, ev.conn), NSV_ESTATE, "reply_end twice -> ESTATE");
+    nsv_poll(s, evs, 64, arena, sizeof arena, 0);
+    read_all(fd, buf, sizeof buf, 500);
+    ok(strstr(buf, "Transfer-Encoding: chunked") && strstr(buf, "3\r\nabc\r\n5\r\ndefgh\r\n0\r\n\r\n"),
+       "chunked stream on the wire");
+
+    /* peer closes while the host holds a request */
+    sends(fd, "GET /late HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev), "third request");
+    uint64_t old = ev.conn;
+    shutdown(fd, SHUT_RDWR);
+    close(fd);
+    is_int(nsv_reply(s, old, 200, NULL, 0, "ok", 2), NSV_OK, "reply after peer half-closed is accepted");
+    nsv_event cev;
+    ok(wait_event(s, NSV_EV_CLOSE, &cev), "close event");
+    is_int(cev.conn, old, "close event names the connection");
+    is_int(cev.tag, 0xfeed, "close event carries the tag");
+    is_int(nsv_reply(s, old, 200, NULL, 0, NULL, 0), NSV_ESTALE, "reply after close -> ESTALE");
+    is_int(nsv_close(s, old), NSV_ESTALE, "close after close -> ESTALE");
+    is_int(nsv_conn_set_tag(s, old, 1), NSV_ESTALE, "tag after close -> ESTALE");
+
+    /* a new connection reusing the slot must not accept the old id */
+    fd = client(port);
+    sends(fd, "GET /new HTTP/1.1\r\nHost: h\r\n\r\n");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev), "request on a new connection");
+    ok(ev.conn != old, "new id differs from the stale one");
+    is_int(nsv_reply(s, old, 200, NULL, 0, NULL, 0), NSV_ESTALE, "stale id rejected, slot reused");
+    is_int(nsv_reply(s, ev.conn, 200, NULL, 0, "fine", 4), NSV_OK, "new connection answered");
+    nsv_poll(s, evs, 64, arena, sizeof arena, 0);
+    read_all(fd, buf, sizeof buf, 500);
+    ok(strstr(buf, "\r\n\r\nfine") != NULL, "new connection unaffected");
+
+    /* arena too small: the event waits */
+    sends(fd, "POST /big HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\n\r\n");
+    char body[1000];
+    memset(body, 'b', sizeof body);
+    ssize_t w = write(fd, body, sizeof body);
+    (void)w;
+    int n = 0;
+    for (int i = 0; i < 50 && n == 0; i++)
+        n = nsv_poll(s, evs, 64, arena, 100, 20);
+    is_int(n, NSV_ENOBUFS, "small arena -> ENOBUFS");
+    ok(nsv_poll_need(s) >= 1000, "poll_need reports %lld", (long long)nsv_poll_need(s));
+    n = nsv_poll(s, evs, 64, arena, sizeof arena, 0);
+    ok(n == 1 && evs[0].body_len == 1000, "event delivered with a big enough arena");
+
+    /* reply_batch */
+    char batch[256];
+    memset(batch, 0, sizeof batch);
+    uint64_t id = evs[0].conn;
+    int32_t st = 201;
+    uint32_t hl = 0, bl = 5;
+    memcpy(batch, &id, 8);
+    memcpy(batch + 8, &st, 4);
+    memcpy(batch + 12, &hl, 4);
+    memcpy(batch + 16, &bl, 4);
+    memcpy(batch + 24, "batch", 5);
+    memcpy(batch + 32, &old, 8); /* a stale id in the same batch */
+    memcpy(batch + 40, &st, 4);
+    is_int(nsv_reply_batch(s, batch, 56), 1, "batch: 1 of 2 accepted (stale one refused)");
+    nsv_poll(s, evs, 64, arena, sizeof arena, 0);
+    read_all(fd, buf, sizeof buf, 500);
+    ok(strstr(buf, "HTTP/1.1 201 Created") && strstr(buf, "\r\n\r\nbatch"), "batch reply on the wire");
+    close(fd);
+    nsv_server_free(s);
+}
+
+static int cb_count;
+static void on_ev(nsv_server *s, const nsv_event *ev, const char *a, void *ud)
+{
+    if (ev->type != NSV_EV_REQUEST)
+        return;
+    cb_count++;
+    nsv_reply(s, ev->conn, 200, NULL, 0, a + ev->path_off, ev->path_len);
+    if (cb_count == 3)
+        nsv_stop(s);
+}
+
+static void test_callback(void)
+{
+    nsv_server *s = nsv_server_new();
+    int l = nsv_listen(s, "http://127.0.0.1:0", 18);
+    int port = nsv_listener_port(s, l);
+    is_int(nsv_set_callback(s, on_ev, NULL), NSV_OK, "callback set");
+    int fd = client(port);
+    sends(fd, "GET /1 HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\nGET /3 HTTP/1.1\r\nHost: h\r\n\r\n");
+    is_int(nsv_run(s), NSV_OK, "run returns after stop from the callback");
+    is_int(cb_count, 3, "three pipelined requests through the callback");
+    nsv_poll(s, evs, 64, arena, sizeof arena, 0);
+    char buf[4096];
+    read_all(fd, buf, sizeof buf, 500);
+    ok(strstr(buf, "\r\n\r\n/1") && strstr(buf, "\r\n\r\n/2") && strstr(buf, "\r\n\r\n/3"), "callback replies in order");
+    is_int(nsv_poll(s, evs, 64, arena, sizeof arena, 0), NSV_ESTOPPED, "poll after stop -> ESTOPPED");
+    close(fd);
+    nsv_server_free(s);
+}
+
+int main(void)
+{
+    test_errors();
+    test_callback();
+    return done_testing();
+}

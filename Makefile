@@ -99,6 +99,7 @@ test: deps
 	$(MAKE) all check-abi
 	$(MAKE) test-run
 	$(MAKE) BUILD=build/asan SAN=asan test-run
+	$(MAKE) BUILD=build/tsan SAN=tsan test-run
 
 run: deps lib examples
 	$(BUILD)/demo --port 8080

@@ -85,6 +85,8 @@ SERVERS = [
            hint=" (libnginx-mod-http-lua: not installed by default, see METHOD.md)"),
     Server("libmicrohttpd", ["build/bench/mhd_server"], {"http"},
            needs=["build/bench/mhd_server"]),
+    Server("libmicrohttpd poll", ["build/bench/mhd_server", "--poll"], {"http"},
+           needs=["build/bench/mhd_server"]),
     Server("node http", ["node", "bench/peers/node_http.js"], {"http", "ws"}, warm=True,
            needs=["node"]),
     Server("gunicorn+flask", ["gunicorn", "-w", "1", "-k", "gthread", "--threads", "4",
@@ -262,7 +264,7 @@ def parse_wrk(out):
     r["rps"] = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     for pct, key in (("50", "p50_ms"), ("99", "p99_ms")):
         m = re.search(rf"^\s+{pct}%\s+(\S+)", out, re.M)
-        r[key] = ms(m.group(1)) if m else None
+        r[key] = (ms(m.group(1)) or None) if m else None  # wrk prints 0 when it has no samples
     m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     if m:
         for k, v in zip(("connect", "read", "write", "timeout"), m.groups()):
@@ -284,6 +286,8 @@ def load_wrk(case, port, secs, cpus):
     if out.returncode:
         raise RuntimeError("wrk failed: " + out.stderr.strip()[-300:])
     r = parse_wrk(out.stdout)
+    if r["requests"] == 0:
+        r["errors"]["no_responses"] = 1
     if case.expect_non2xx:  # a 404 is the point of the case, not a failure
         r["non2xx_expected"] = r["errors"].pop("non2xx")
     return r
@@ -671,7 +675,7 @@ def main():
         return 0
     rounds = args.rounds or 3
     secs = args.duration or (3 if args.quick else 5)
-    budget = args.budget or (170 if args.quick else None)
+    budget = args.budget or (175 if args.quick else None)
     args.out = os.path.abspath(args.out)
     args.bindir = os.path.join(args.out, "bench")
     args.logdir = os.path.join(args.out, "bench", "logs")
@@ -685,10 +689,10 @@ def main():
     timed = sum(1 for c in cases if c.kind != "rss" for s in servers
                 if c.need in s.caps and not s.missing()) * rounds
     if budget and timed:
-        fixed = 10 + sum(1 for c in cases if c.kind == "rss" for s in servers
+        fixed = 8 + sum(1 for c in cases if c.kind == "rss" for s in servers
                          if not s.missing()) * rounds * 0.7
         fixed += sum(1 for c in cases if c.kind != "rss" for s in servers if s.warm and not s.missing())
-        fit = max(1, int((budget - fixed) / timed - 0.15))
+        fit = max(1, int((budget - fixed) / timed - 0.25))  # ~0.25 s overhead a run
         if fit < secs:
             print(f"note: {timed} timed runs; shortening each from {secs} s to {fit} s "
                   f"to stay within {budget:.0f} s")

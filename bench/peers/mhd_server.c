@@ -1,6 +1,8 @@
 /* mhd_server.c - the echo contract on Debian's libmicrohttpd, one internal
  * epoll thread. POST|PUT /echo answers the body; anything else answers a JSON
- * summary of the request. Usage: mhd_server [--port N] */
+ * summary of the request. Usage: mhd_server [--port N] [--poll]
+ * --poll uses poll() instead of epoll: with libmicrohttpd 0.9.75 the epoll
+ * mode stalls for seconds at a time once ~128 connections are open. */
 #define _GNU_SOURCE
 #include <microhttpd.h>
 #include <signal.h>
@@ -96,17 +98,20 @@ static void done(void *cls, struct MHD_Connection *c, void **req_cls,
 int main(int argc, char **argv)
 {
     int port = 0;
+    unsigned int poller = MHD_USE_EPOLL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--port") && i + 1 < argc)
             port = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--poll"))
+            poller = MHD_USE_POLL;
         else {
-            fprintf(stderr, "usage: %s [--port N]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--port N] [--poll]\n", argv[0]);
             return 2;
         }
     }
     signal(SIGPIPE, SIG_IGN);
     struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, (uint16_t)port, NULL, NULL, handle,
+        MHD_USE_INTERNAL_POLLING_THREAD | poller, (uint16_t)port, NULL, NULL, handle,
         NULL, MHD_OPTION_NOTIFY_COMPLETED, done, NULL, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned int)20000, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)4096,
         MHD_OPTION_END);

@@ -163,6 +163,8 @@ int nsv_route(nsv_server *srv, const char *method, size_t mlen, const char *patt
 
 int nsv_poll(nsv_server *srv, nsv_event *events, int max_events, char *arena, size_t arena_cap, int timeout_ms);
 
+int nsv_poll_worker(nsv_server *srv, int worker, nsv_event *events, int max_events, char *arena, size_t arena_cap, int timeout_ms);
+
 int64_t nsv_poll_need(nsv_server *srv);
 
 int nsv_fd(nsv_server *srv);

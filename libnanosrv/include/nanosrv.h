@@ -279,11 +279,18 @@ NSV_API int nsv_route(nsv_server *srv, const char *method, size_t mlen, const ch
  * arena it returns NSV_ENOBUFS and nsv_poll_need() tells the size needed;
  * the event stays queued. Since 1.0. */
 NSV_API int nsv_poll(nsv_server *srv, nsv_event *events, int max_events, char *arena, size_t arena_cap, int timeout_ms);
+/* METHOD: sharded servers: like nsv_poll but only the events of one worker
+ * (0..workers-1), for hosts that run one interpreter per thread. On a
+ * single loop only worker 0 is valid. Since 1.0. */
+NSV_API int nsv_poll_worker(nsv_server *srv, int worker, nsv_event *events, int max_events, char *arena, size_t arena_cap, int timeout_ms);
 /* METHOD: arena bytes the next queued event needs (0 if none). Since 1.0. */
 NSV_API int64_t nsv_poll_need(nsv_server *srv);
-/* METHOD: a file descriptor (pipe read end) that is readable while events
- * are waiting or I/O is due, for hosts with their own loop: when it becomes
- * readable, call nsv_poll(..., 0) until it returns 0. Owned by the server. Since 1.0. */
+/* METHOD: a file descriptor that is readable while nsv_poll has work, for
+ * hosts with their own loop: when it becomes readable, call nsv_poll(..., 0)
+ * until it returns 0. Sharded servers: a pipe read end (works with Node's
+ * net.Socket), readable once events wait after a poll returned 0. Single
+ * loop: the epoll descriptor (readable on I/O); such hosts should also poll
+ * every ~100 ms so timeouts run. Owned by the server. Since 1.0. */
 NSV_API int nsv_fd(nsv_server *srv);
 /* METHOD: C push mode: events are passed to fn (in the polling thread for a
  * single loop, on the worker thread for a sharded server) instead of being

@@ -77,7 +77,10 @@ static int valid_result(int r)
     return r >= 0 || r == -400 || r == -414 || r == -417 || r == -431 || r == -501 || r == -505;
 }
 
-static void run(const char *buf, size_t size, size_t maxh, size_t maxuri, size_t split)
+/* Parses with the given limits, checks the result and prefix consistency
+ * at `split`; returns the result and, on success, a copy of the request. */
+static int run(const char *buf, size_t size, size_t maxh, size_t maxuri, size_t split,
+               nsv__request *out)
 {
     nsv__hdr *h = malloc(sizeof *h * (maxh ? maxh : 1)), *h2 = malloc(sizeof *h2 * (maxh ? maxh : 1));
     nsv__request r, r2;
@@ -98,6 +101,9 @@ static void run(const char *buf, size_t size, size_t maxh, size_t maxuri, size_t
         CHECK(pre == 0 || pre == got);
     free(h);
     free(h2);
+    *out = r;
+    out->headers = NULL; /* freed above */
+    return got;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -107,8 +113,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < size; i++)
         hash = (hash ^ data[i]) * 16777619u;
     size_t split = size ? hash % (size + 1) : 0;
-    run(buf, size, 64, 8192, split);
-    run(buf, size, 3, 16, size ? size - 1 : 0);
-    run(buf, size, 0, 0, split);
+    nsv__request big, small, none;
+    int rb = run(buf, size, 64, 8192, split, &big);
+    int rs = run(buf, size, 3, 16, size ? size - 1 : 0, &small);
+    int rn = run(buf, size, 0, 8192, split, &none);
+    /* Tighter limits may only turn a result into -414 / -431. */
+    if (rb > 0 && big.num_headers <= 3 && big.target_len <= 16)
+        CHECK(rs == rb && small.flags == big.flags && small.content_length == big.content_length);
+    else if (rb > 0)
+        CHECK(rs == -414 || rs == -431);
+    if (rb > 0 && big.num_headers == 0)
+        CHECK(rn == rb);
+    if (rs > 0)
+        CHECK(rb == rs);
     return 0;
 }

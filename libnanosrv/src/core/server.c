@@ -24,6 +24,24 @@ int nsv__set_detail(nsv_server *s, int err, const char *fmt, ...)
     return err;
 }
 
+/* Close every socket of listener i (removing them from the loops first). */
+static void close_listener(nsv_server *s, int i)
+{
+    nsv__listener *L = &s->listeners[i];
+    for (int k = 0; k < NSV__MAX_LOOPS; k++) {
+        int fd = L->wfd[k];
+        if (fd < 0)
+            continue;
+        if (k < s->nloops && s->loops[k]) {
+            struct epoll_event ev = {0};
+            epoll_ctl(s->loops[k]->epfd, EPOLL_CTL_DEL, fd, &ev);
+        }
+        close(fd);
+        L->wfd[k] = -1;
+    }
+    L->fd = -1;
+}
+
 nsv_server *nsv_server_new_ex(int workers, nsv_alloc_fn fn, void *ud)
 {
     nsv__alloc a = {fn ? fn : nsv__default_alloc.fn, fn ? ud : NULL};
@@ -32,8 +50,11 @@ nsv_server *nsv_server_new_ex(int workers, nsv_alloc_fn fn, void *ud)
         return NULL;
     s->alloc = a;
     nsv__options_defaults(s);
-    for (int i = 0; i < NSV__MAX_LISTENERS; i++)
+    for (int i = 0; i < NSV__MAX_LISTENERS; i++) {
         s->listeners[i].fd = -1;
+        for (int k = 0; k < NSV__MAX_LOOPS; k++)
+            s->listeners[i].wfd[k] = -1;
+    }
     if (workers >= 0) {
         if (nsv__shard_start(s, workers) != 0) {
             nsv_server_free(s);
@@ -59,11 +80,10 @@ void nsv_server_free(nsv_server *s)
         return;
     if (s->sharded)
         nsv__shard_stop(s);
+    for (int i = 0; i < s->nlisteners; i++)
+        close_listener(s, i);
     for (int i = 0; i < s->nloops; i++)
         nsv__loop_free(s->loops[i]);
-    for (int i = 0; i < s->nlisteners; i++)
-        if (s->listeners[i].fd >= 0)
-            close(s->listeners[i].fd);
     nsv__router_free(s->router);
     nsv__alloc a = s->alloc;
     nsv__free(&a, s);
@@ -71,7 +91,8 @@ void nsv_server_free(nsv_server *s)
 
 const char *nsv_last_error_detail(nsv_server *s) { return s ? s->detail : ""; }
 
-static int open_listener(nsv_server *s, const char *host, size_t hlen, int port, int *out_port)
+static int open_listener(nsv_server *s, const char *host, size_t hlen, int port, int reuseport,
+                         int *out_port)
 {
     char h[256], p[8];
     if (hlen >= sizeof h)
@@ -91,6 +112,8 @@ static int open_listener(nsv_server *s, const char *host, size_t hlen, int port,
     }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (reuseport)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
     if (res->ai_family == AF_INET6)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
     if (bind(fd, res->ai_addr, res->ai_addrlen) != 0) {
@@ -137,20 +160,34 @@ int nsv_listen(nsv_server *s, const char *url, size_t len)
     if (u.port < 0 || u.port > 65535)
         return nsv__set_detail(s, NSV_EURL, "bad port");
     int port = 0;
-    int fd = open_listener(s, url + u.host_off, u.host_len, u.port, &port);
+    /* Sharded servers give each worker its own SO_REUSEPORT socket so the
+     * kernel spreads connections, unless hand-off from one acceptor is chosen. */
+    int per_worker = s->sharded && !s->shard_accept && s->nloops > 1;
+    int fd = open_listener(s, url + u.host_off, u.host_len, u.port, per_worker, &port);
     if (fd < 0)
         return fd;
     int id = s->nlisteners;
-    s->listeners[id].fd = fd;
-    s->listeners[id].port = port;
-    s->listeners[id].kind = 0;
+    nsv__listener *L = &s->listeners[id];
+    L->fd = L->wfd[0] = fd;
+    L->port = port;
+    L->kind = 0;
+    for (int k = 1; per_worker && k < s->nloops; k++) {
+        int p2 = 0;
+        L->wfd[k] = open_listener(s, url + u.host_off, u.host_len, port, 1, &p2);
+        if (L->wfd[k] < 0) {
+            int err = L->wfd[k];
+            L->wfd[k] = -1;
+            close_listener(s, id);
+            return err;
+        }
+    }
     s->nlisteners++;
     for (int i = 0; i < s->nloops; i++)
         if (nsv__loop_add_listener(s->loops[i], id) != 0) {
-            close(fd);
-            s->listeners[id].fd = -1;
+            int e = errno;
+            close_listener(s, id);
             s->nlisteners--;
-            return nsv__set_detail(s, NSV_ESYS, "epoll_ctl: %s", strerror(errno));
+            return nsv__set_detail(s, NSV_ESYS, "epoll_ctl: %s", strerror(e));
         }
     return id;
 }
@@ -206,6 +243,18 @@ int nsv_wakeup(nsv_server *s)
         ssize_t w = write(s->loops[i]->wakefd, &one, sizeof one);
         (void)w;
     }
+    if (s->sharded) {
+        char x = 1;
+        ssize_t w = write(s->notify[1], &x, 1);
+        (void)w;
+        for (int i = 0; i < s->nloops; i++) {
+            /* per-worker pollers sleep on a condition variable */
+            if (pthread_mutex_trylock(&s->loops[i]->qlock) == 0) {
+                pthread_cond_broadcast(&s->loops[i]->qcond);
+                pthread_mutex_unlock(&s->loops[i]->qlock);
+            }
+        }
+    }
     return NSV_OK;
 }
 
@@ -217,14 +266,14 @@ void nsv__drain_check(nsv__loop *l)
     if (!atomic_load(&s->draining))
         return;
     for (uint32_t i = 0; i < l->nslots; i++) {
-        nsv__conn *c = &l->chunks[i / 1024][i % 1024];
+        nsv__conn *c = NSV__CONN(l, i);
         if (c->state == NSV__C_READ && !c->req_started && c->in.len == c->in.off &&
             c->out.len == c->out.off)
             nsv__conn_close(l, c);
     }
-    if (l->nused == 0 || l->now >= s->drain_deadline) {
+    if (atomic_load(&s->nconns) == 0 || l->now >= s->drain_deadline) {
         for (uint32_t i = 0; i < l->nslots; i++) {
-            nsv__conn *c = &l->chunks[i / 1024][i % 1024];
+            nsv__conn *c = NSV__CONN(l, i);
             if (c->state != NSV__C_FREE)
                 nsv__conn_close(l, c);
         }
@@ -239,16 +288,8 @@ int nsv_drain_start(nsv_server *s, int timeout_ms)
     if (atomic_exchange(&s->draining, 1))
         return NSV_OK;
     s->drain_deadline = nsv_millis() + (timeout_ms < 0 ? 0 : timeout_ms);
-    for (int i = 0; i < s->nlisteners; i++) {
-        if (s->listeners[i].fd < 0)
-            continue;
-        for (int k = 0; k < s->nloops; k++) {
-            struct epoll_event ev = {0};
-            epoll_ctl(s->loops[k]->epfd, EPOLL_CTL_DEL, s->listeners[i].fd, &ev);
-        }
-        close(s->listeners[i].fd);
-        s->listeners[i].fd = -1;
-    }
+    for (int i = 0; i < s->nlisteners; i++)
+        close_listener(s, i);
     return nsv_wakeup(s);
 }
 

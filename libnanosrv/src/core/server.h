@@ -17,6 +17,9 @@
 #define NSV__PIPELINE_OUT (64 * 1024) /* stop parsing ahead above this much output */
 #define NSV__MAX_PARAMS 32
 #define NSV__SWEEP_MS 100
+#define NSV__CHUNK 1024           /* connection slots per table chunk */
+#define NSV__MAX_CHUNKS 16384     /* 16M slots: the 24-bit slot field of an id */
+#define NSV__GEN_MAX 0x3FFFFFFFu  /* generations fit 30 bits (tickets use 2 more) */
 
 /* Connection ids: slot (24 bits) | loop (8 bits) | generation (31 bits) << 32. */
 #define NSV__ID(slot, loop, gen) (((uint64_t)(gen) << 32) | ((uint64_t)(loop) << 24) | (uint64_t)(slot))
@@ -74,7 +77,8 @@ typedef struct nsv__conn {
 } nsv__conn;
 
 typedef struct nsv__listener {
-    int fd;
+    int fd;                      /* primary socket (worker 0 / single loop) */
+    int wfd[NSV__MAX_LOOPS];     /* per-worker SO_REUSEPORT sockets (wfd[0] == fd) */
     int port;
     int kind; /* 0 http */
 } nsv__listener;
@@ -93,7 +97,10 @@ typedef struct nsv__loop {
     int wakefd;          /* eventfd: wakeups from other threads */
     int64_t now;         /* ms, cached per iteration */
     int64_t next_sweep;
-    nsv__conn **chunks;  /* connection table in chunks of 1024 */
+    /* Connection table: fixed top-level arrays, so chunks never move and
+     * other threads may read tickets without locks. */
+    nsv__conn *chunks[NSV__MAX_CHUNKS];
+    _Atomic(_Atomic uint32_t *) tickets[NSV__MAX_CHUNKS];
     uint32_t nchunks, nslots, nused;
     uint32_t *freelist;
     uint32_t nfree, freecap;
@@ -109,7 +116,27 @@ typedef struct nsv__loop {
     nsv__hdr hdrs[256];
     nsv__param params[NSV__MAX_PARAMS];
     char detail[256];
+    /* sharded servers only */
+    pthread_t thread;
+    int started;
+    pthread_mutex_t qlock;  /* guards q */
+    pthread_cond_t qcond;   /* per-worker pollers wait here */
+    int qwaiters;
+    int pushed;             /* events pushed this iteration (notify the host) */
+    pthread_mutex_t cmdlock;
+    char *cmd, *cmd_spare;  /* commands from other threads */
+    size_t cmd_len, cmd_cap, cmd_spare_cap;
+    uint32_t rr;            /* hand-off round robin */
 } nsv__loop;
+
+/* Per-slot ticket readable from any thread: (generation << 2) | state. */
+enum { NSV__T_IDLE = 0, NSV__T_PENDING = 1, NSV__T_STREAM = 2, NSV__T_WS = 3 };
+static inline void nsv__ticket(nsv__loop *l, const nsv__conn *c, unsigned st)
+{
+    _Atomic uint32_t *t = atomic_load_explicit(&l->tickets[c->slot / NSV__CHUNK], memory_order_relaxed);
+    atomic_store_explicit(&t[c->slot % NSV__CHUNK], (c->gen << 2) | st, memory_order_release);
+}
+#define NSV__CONN(l, i) (&(l)->chunks[(i) / NSV__CHUNK][(i) % NSV__CHUNK])
 
 struct nsv_server {
     nsv__alloc alloc;
@@ -129,6 +156,10 @@ struct nsv_server {
     atomic_int draining;
     int64_t drain_deadline;
     atomic_int nconns;   /* open connections across loops */
+    int notify[2];       /* sharded: pipe; readable when events wait */
+    atomic_int notify_armed;
+    int workers_started;
+    pthread_mutex_t start_lock;
     nsv_event_fn cb;
     void *cb_ud;
     char detail[256];

@@ -1,16 +1,415 @@
-/* shard.c - sharded servers (N worker loops). */
+/* shard.c - sharded servers: N worker threads, each running its own loop.
+ *
+ * Workers own their connections. Other threads act on a connection through
+ * a per-worker command queue (mutex + eventfd wakeup); a per-slot atomic
+ * ticket lets them detect stale ids and double replies synchronously.
+ * Events go to per-worker queues; the host drains them all (nsv_poll) or one
+ * (nsv_poll_worker), and a pipe tells host loops that events are waiting. */
 #include "server.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <time.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
-int nsv__shard_start(nsv_server *s, int workers) { (void)s; (void)workers; return NSV_ENOTSUP; }
-void nsv__shard_stop(nsv_server *s) { (void)s; }
-nsv__loop *nsv__shard_current(nsv_server *s) { (void)s; return NULL; }
+enum { OP_REPLY = 1, OP_START, OP_CHUNK, OP_END, OP_CLOSE, OP_TAG, OP_ADOPT = 100 };
+
+int nsv__conn_op(nsv_server *s, nsv__loop *l, uint32_t op, uint64_t id, int status, const char *h,
+                 size_t hlen, const char *b, size_t blen, uint64_t arg);
+void nsv__drain_check(nsv__loop *l);
+
+typedef struct cmd {
+    uint32_t op;
+    int32_t status;
+    uint64_t id;
+    uint64_t arg;
+    uint32_t hlen, blen;
+    struct sockaddr_storage ss; /* OP_ADOPT only */
+} cmd;
+
+static _Thread_local nsv__loop *tl_loop;
+
+nsv__loop *nsv__shard_current(nsv_server *s)
+{
+    return tl_loop && tl_loop->srv == s ? tl_loop : NULL;
+}
+
+static void notify_host(nsv_server *s)
+{
+    if (atomic_load_explicit(&s->notify_armed, memory_order_acquire) &&
+        atomic_exchange(&s->notify_armed, 0)) {
+        char x = 1;
+        ssize_t w = write(s->notify[1], &x, 1);
+        (void)w;
+    }
+}
+
+static void wake(nsv__loop *l)
+{
+    uint64_t one = 1;
+    ssize_t w = write(l->wakefd, &one, sizeof one);
+    (void)w;
+}
+
+static int cmd_push(nsv__loop *l, const cmd *c, const char *h, const char *b)
+{
+    size_t need = (sizeof *c + c->hlen + c->blen + 7) & ~(size_t)7;
+    pthread_mutex_lock(&l->cmdlock);
+    if (l->cmd_cap - l->cmd_len < need) {
+        size_t cap = l->cmd_cap ? l->cmd_cap * 2 : 64 * 1024;
+        while (cap - l->cmd_len < need)
+            cap *= 2;
+        char *p = nsv__realloc(&l->srv->alloc, l->cmd, cap);
+        if (!p) {
+            pthread_mutex_unlock(&l->cmdlock);
+            return NSV_ENOMEM;
+        }
+        l->cmd = p;
+        l->cmd_cap = cap;
+    }
+    char *d = l->cmd + l->cmd_len;
+    int was_empty = l->cmd_len == 0;
+    memcpy(d, c, sizeof *c);
+    if (c->hlen)
+        memcpy(d + sizeof *c, h, c->hlen);
+    if (c->blen)
+        memcpy(d + sizeof *c + c->hlen, b, c->blen);
+    l->cmd_len += need;
+    pthread_mutex_unlock(&l->cmdlock);
+    if (was_empty)
+        wake(l); /* the worker empties the queue on every wakeup */
+    return NSV_OK;
+}
+
+/* Worker side: run the commands queued since the last iteration. */
+nsv__conn *nsv__loop_adopt(nsv__loop *l, int fd, int lidx, const struct sockaddr_storage *ss);
+
+static void cmd_run(nsv__loop *l)
+{
+    pthread_mutex_lock(&l->cmdlock);
+    char *p = l->cmd;
+    size_t len = l->cmd_len, cap = l->cmd_cap;
+    l->cmd = l->cmd_spare;
+    l->cmd_cap = l->cmd_spare_cap;
+    l->cmd_len = 0;
+    pthread_mutex_unlock(&l->cmdlock);
+    for (size_t off = 0; off < len;) {
+        cmd c;
+        memcpy(&c, p + off, sizeof c);
+        const char *h = p + off + sizeof c, *b = h + c.hlen;
+        if (c.op == OP_ADOPT)
+            nsv__loop_adopt(l, (int)c.arg, c.status, &c.ss);
+        else
+            nsv__conn_op(l->srv, l, c.op, c.id, c.status, h, c.hlen, b, c.blen, c.arg);
+        off += (sizeof c + c.hlen + c.blen + 7) & ~(size_t)7;
+    }
+    l->cmd_spare = p;
+    l->cmd_spare_cap = cap;
+}
+
+void nsv__shard_handoff(nsv__loop *from, int fd, int lidx, const struct sockaddr_storage *ss)
+{
+    nsv_server *s = from->srv;
+    nsv__loop *to = s->loops[from->rr++ % (uint32_t)s->nloops];
+    if (to == from) {
+        nsv__loop_adopt(from, fd, lidx, ss);
+        return;
+    }
+    cmd c = {.op = OP_ADOPT, .status = lidx, .arg = (uint64_t)fd, .ss = *ss};
+    if (cmd_push(to, &c, NULL, NULL) != 0) {
+        close(fd);
+        atomic_fetch_sub(&s->nconns, 1);
+    }
+}
+
+/* Check and advance a connection's ticket from another thread. */
+static int ticket_step(nsv_server *s, uint64_t id, unsigned from, unsigned to)
+{
+    nsv__loop *l = s->loops[NSV__ID_LOOP(id)];
+    uint32_t slot = NSV__ID_SLOT(id), gen = NSV__ID_GEN(id);
+    if (slot / NSV__CHUNK >= NSV__MAX_CHUNKS || gen == 0 || gen > NSV__GEN_MAX)
+        return NSV_ESTALE;
+    _Atomic uint32_t *tk = atomic_load_explicit(&l->tickets[slot / NSV__CHUNK], memory_order_acquire);
+    if (!tk)
+        return NSV_ESTALE;
+    _Atomic uint32_t *t = &tk[slot % NSV__CHUNK];
+    uint32_t cur = atomic_load_explicit(t, memory_order_acquire);
+    if (cur >> 2 != gen)
+        return NSV_ESTALE;
+    if (from == 4) /* any state */
+        return NSV_OK;
+    uint32_t want = (gen << 2) | from;
+    if (cur != want)
+        return NSV_ESTATE;
+    if (from != to && !atomic_compare_exchange_strong(t, &want, (gen << 2) | to))
+        return (want >> 2) != gen ? NSV_ESTALE : NSV_ESTATE;
+    return NSV_OK;
+}
+
 int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, const char *h, size_t hlen,
                        const char *b, size_t blen, uint64_t arg)
 {
-    return NSV_ENOTSUP;
+    if (!s->sharded)
+        return NSV_ESTALE;
+    if (hlen > UINT32_MAX || blen > UINT32_MAX)
+        return NSV_ETOOBIG;
+    int r;
+    if ((op == OP_REPLY || op == OP_START) && (status < 100 || status > 999))
+        return NSV_EINVAL;
+    switch (op) {
+    case OP_REPLY: r = ticket_step(s, id, NSV__T_PENDING, NSV__T_IDLE); break;
+    case OP_START: r = ticket_step(s, id, NSV__T_PENDING, NSV__T_STREAM); break;
+    case OP_CHUNK: r = ticket_step(s, id, NSV__T_STREAM, NSV__T_STREAM); break;
+    case OP_END: r = ticket_step(s, id, NSV__T_STREAM, NSV__T_IDLE); break;
+    default: r = ticket_step(s, id, 4, 4); break;
+    }
+    if (r)
+        return r;
+    cmd c = {.op = op, .status = status, .id = id, .arg = arg, .hlen = (uint32_t)hlen,
+             .blen = (uint32_t)blen};
+    return cmd_push(s->loops[NSV__ID_LOOP(id)], &c, h, b);
 }
-int nsv__shard_poll(nsv_server *s, nsv_event *e, int m, char *a, size_t c, int t) { return NSV_ENOTSUP; }
-int64_t nsv__shard_need(nsv_server *s) { return 0; }
-int nsv__shard_fd(nsv_server *s) { return NSV_ENOTSUP; }
-int nsv__shard_run(nsv_server *s) { return NSV_ENOTSUP; }
-int nsv__shard_drain_wait(nsv_server *s) { return NSV_ENOTSUP; }
+
+static void *worker_main(void *arg)
+{
+    nsv__loop *l = arg;
+    nsv_server *s = l->srv;
+    tl_loop = l;
+    while (!atomic_load(&s->stop)) {
+        cmd_run(l);
+        nsv__loop_flush_dirty(l);
+        nsv__loop_run_once(l, 1000);
+        cmd_run(l);
+        nsv__loop_flush_dirty(l);
+        nsv__drain_check(l);
+        if (l->pushed) {
+            l->pushed = 0;
+            notify_host(s);
+        }
+    }
+    notify_host(s);
+    return NULL;
+}
+
+int nsv__shard_start(nsv_server *s, int workers)
+{
+    if (workers == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        workers = n > 0 ? (int)n : 1;
+    }
+    if (workers > NSV__MAX_LOOPS)
+        workers = NSV__MAX_LOOPS;
+    s->sharded = 1;
+    s->notify[0] = s->notify[1] = -1;
+    pthread_mutex_init(&s->start_lock, NULL);
+    if (pipe2(s->notify, O_NONBLOCK | O_CLOEXEC) != 0)
+        return NSV_ESYS;
+    for (int i = 0; i < workers; i++) {
+        nsv__loop *l = nsv__loop_new(s, i);
+        if (!l)
+            return NSV_ENOMEM;
+        pthread_mutex_init(&l->qlock, NULL);
+        pthread_cond_init(&l->qcond, NULL);
+        pthread_mutex_init(&l->cmdlock, NULL);
+        s->loops[i] = l;
+        s->nloops = i + 1;
+    }
+    return NSV_OK;
+}
+
+/* Workers start with the first poll/run, after options, routes and
+ * listeners are set, so configuration never races with them. */
+static int ensure_started(nsv_server *s)
+{
+    pthread_mutex_lock(&s->start_lock);
+    int r = NSV_OK;
+    if (!s->workers_started) {
+        for (int i = 0; i < s->nloops; i++) {
+            if (pthread_create(&s->loops[i]->thread, NULL, worker_main, s->loops[i]) != 0) {
+                r = nsv__set_detail(s, NSV_ESYS, "pthread_create: %s", strerror(errno));
+                atomic_store(&s->stop, 1);
+                break;
+            }
+            s->loops[i]->started = 1;
+        }
+        s->workers_started = 1;
+    }
+    pthread_mutex_unlock(&s->start_lock);
+    return r;
+}
+
+void nsv__shard_stop(nsv_server *s)
+{
+    atomic_store(&s->stop, 1);
+    for (int i = 0; i < s->nloops; i++) {
+        wake(s->loops[i]);
+        if (s->loops[i]->started)
+            pthread_join(s->loops[i]->thread, NULL);
+        s->loops[i]->started = 0;
+    }
+    for (int i = 0; i < s->nloops; i++) {
+        pthread_mutex_destroy(&s->loops[i]->qlock);
+        pthread_cond_destroy(&s->loops[i]->qcond);
+        pthread_mutex_destroy(&s->loops[i]->cmdlock);
+    }
+    if (s->notify[0] >= 0)
+        close(s->notify[0]);
+    if (s->notify[1] >= 0)
+        close(s->notify[1]);
+    pthread_mutex_destroy(&s->start_lock);
+}
+
+static int copy_from(nsv__loop *l, nsv_event *evs, int max, char *arena, size_t cap, size_t *aoff)
+{
+    pthread_mutex_lock(&l->qlock);
+    int n = l->q.count ? nsv__evq_copy_out(l, evs, max, arena, cap, aoff) : 0;
+    pthread_mutex_unlock(&l->qlock);
+    return n;
+}
+
+static int drain_all(nsv_server *s, nsv_event *evs, int max, char *arena, size_t cap)
+{
+    static _Thread_local uint32_t start;
+    size_t aoff = 0;
+    int total = 0;
+    start++;
+    for (int k = 0; k < s->nloops && total < max; k++) {
+        nsv__loop *l = s->loops[(start + (uint32_t)k) % (uint32_t)s->nloops];
+        int n = copy_from(l, evs + total, max - total, arena, cap, &aoff);
+        if (n == NSV_ENOBUFS) {
+            if (total == 0)
+                return n;
+            break;
+        }
+        total += n;
+    }
+    return total;
+}
+
+static void drain_pipe(nsv_server *s)
+{
+    char buf[256];
+    while (read(s->notify[0], buf, sizeof buf) > 0)
+        ;
+}
+
+int nsv__shard_poll(nsv_server *s, nsv_event *evs, int max, char *arena, size_t cap, int timeout_ms)
+{
+    int r = ensure_started(s);
+    if (r)
+        return r;
+    int64_t deadline = timeout_ms > 0 ? nsv_millis() + timeout_ms : 0;
+    for (;;) {
+        int n = drain_all(s, evs, max, arena, cap);
+        if (n != 0)
+            return n;
+        if (atomic_load(&s->stop))
+            return NSV_ESTOPPED;
+        /* Arm the pipe, then look again so an event pushed meanwhile is not missed. */
+        atomic_store(&s->notify_armed, 1);
+        n = drain_all(s, evs, max, arena, cap);
+        if (n != 0 || timeout_ms == 0)
+            return n;
+        int wait = -1;
+        if (timeout_ms > 0) {
+            int64_t left = deadline - nsv_millis();
+            if (left <= 0)
+                return 0;
+            wait = (int)left;
+        }
+        struct pollfd p = {.fd = s->notify[0], .events = POLLIN};
+        poll(&p, 1, wait);
+        drain_pipe(s);
+        /* Events, or 0 after a wakeup/timeout: callers loop anyway. */
+        n = drain_all(s, evs, max, arena, cap);
+        if (n == 0 && atomic_load(&s->stop))
+            return NSV_ESTOPPED;
+        return n;
+    }
+}
+
+int nsv_poll_worker(nsv_server *s, int worker, nsv_event *evs, int max, char *arena, size_t cap,
+                    int timeout_ms)
+{
+    if (!s || max < 0 || (max > 0 && (!evs || !arena)))
+        return NSV_EINVAL;
+    if (!s->sharded)
+        return worker == 0 ? nsv_poll(s, evs, max, arena, cap, timeout_ms) : NSV_EINVAL;
+    if (worker < 0 || worker >= s->nloops)
+        return NSV_EINVAL;
+    int r = ensure_started(s);
+    if (r)
+        return r;
+    nsv__loop *l = s->loops[worker];
+    size_t aoff = 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t ns = ts.tv_nsec + (int64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
+    ts.tv_sec += ns / 1000000000;
+    ts.tv_nsec = ns % 1000000000;
+    pthread_mutex_lock(&l->qlock);
+    while (l->q.count == 0 && timeout_ms != 0 && !atomic_load(&s->stop)) {
+        l->qwaiters++;
+        int w = timeout_ms < 0 ? pthread_cond_wait(&l->qcond, &l->qlock)
+                               : pthread_cond_timedwait(&l->qcond, &l->qlock, &ts);
+        l->qwaiters--;
+        if (w == ETIMEDOUT)
+            break;
+    }
+    int n = l->q.count ? nsv__evq_copy_out(l, evs, max, arena, cap, &aoff) : 0;
+    pthread_mutex_unlock(&l->qlock);
+    if (n == 0 && atomic_load(&s->stop))
+        return NSV_ESTOPPED;
+    return n;
+}
+
+int64_t nsv__shard_need(nsv_server *s)
+{
+    for (int i = 0; i < s->nloops; i++) {
+        pthread_mutex_lock(&s->loops[i]->qlock);
+        int64_t n = nsv__evq_need(s->loops[i]);
+        pthread_mutex_unlock(&s->loops[i]->qlock);
+        if (n)
+            return n;
+    }
+    return 0;
+}
+
+int nsv__shard_fd(nsv_server *s)
+{
+    int r = ensure_started(s);
+    if (r)
+        return r;
+    atomic_store(&s->notify_armed, 1);
+    return s->notify[0];
+}
+
+int nsv__shard_run(nsv_server *s)
+{
+    int r = ensure_started(s);
+    if (r)
+        return r;
+    while (!atomic_load(&s->stop)) {
+        struct pollfd p = {.fd = s->notify[0], .events = POLLIN};
+        atomic_store(&s->notify_armed, 1);
+        poll(&p, 1, 200);
+        if (!s->cb) /* pull mode under run(): events stay queued for nsv_poll */
+            continue;
+        drain_pipe(s);
+    }
+    return NSV_OK;
+}
+
+int nsv__shard_drain_wait(nsv_server *s)
+{
+    int r = ensure_started(s);
+    if (r)
+        return r;
+    while (!atomic_load(&s->stop)) {
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return NSV_OK;
+}

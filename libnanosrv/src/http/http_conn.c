@@ -117,6 +117,7 @@ static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const char
     c->state = NSV__C_PENDING;
     c->seen = 1;
     c->deadline = 0;
+    nsv__ticket(l, c, NSV__T_PENDING);
     nsv__evq_commit(l);
     return H_DONE;
 }

@@ -117,6 +117,7 @@ static int scan_headers(const char *h, size_t n, unsigned *seen)
 
 static void request_done(nsv__loop *l, nsv__conn *c)
 {
+    nsv__ticket(l, c, NSV__T_IDLE);
     if (c->keepalive && !atomic_load(&l->srv->draining)) {
         c->state = NSV__C_READ;
         c->deadline = l->now + l->srv->idle_timeout_ms;
@@ -196,6 +197,7 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
     c->resp_started = 1;
     if (stream) {
         c->state = NSV__C_STREAM;
+        nsv__ticket(l, c, NSV__T_STREAM);
         nsv__conn_mark_dirty(l, c);
     } else {
         request_done(l, c);

@@ -12,10 +12,15 @@ static size_t entry_size(size_t data_len)
 
 /* Reserve an entry; fills *ev (zeroed) and returns the data area. The entry
  * becomes visible with nsv__evq_commit. NULL on allocation failure. */
+/* Sharded pull mode shares the queue with the polling thread. */
+static int locked(nsv__loop *l) { return l->srv->sharded && !l->srv->cb; }
+
 char *nsv__evq_push(nsv__loop *l, nsv_event **ev, size_t data_len)
 {
     nsv__evq *q = &l->q;
     size_t need = entry_size(data_len);
+    if (locked(l))
+        pthread_mutex_lock(&l->qlock);
     if (q->rd && q->rd == q->len)
         q->rd = q->len = 0;
     if (q->cap - q->len < need) {
@@ -29,8 +34,11 @@ char *nsv__evq_push(nsv__loop *l, nsv_event **ev, size_t data_len)
             while (cap - q->len < need)
                 cap *= 2;
             char *p = nsv__realloc(&l->srv->alloc, q->p, cap);
-            if (!p)
+            if (!p) {
+                if (locked(l))
+                    pthread_mutex_unlock(&l->qlock);
                 return NULL;
+            }
             q->p = p;
             q->cap = cap;
         }
@@ -60,6 +68,12 @@ void nsv__evq_commit(nsv__loop *l)
     }
     q->len += sz;
     q->count++;
+    if (locked(l)) {
+        l->pushed = 1;
+        if (l->qwaiters)
+            pthread_cond_signal(&l->qcond);
+        pthread_mutex_unlock(&l->qlock);
+    }
 }
 
 int nsv__evq_emit_simple(nsv__loop *l, nsv__conn *c, uint32_t type, int32_t code,

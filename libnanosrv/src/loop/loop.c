@@ -14,8 +14,10 @@
 #define TAG_CONN 0u
 #define TAG_LISTENER 1u
 #define TAG_WAKE 2u
-#define EV_DATA(tag, v) (((uint64_t)(tag) << 32) | (uint32_t)(v))
-#define CHUNK 1024
+/* epoll data: tag (8 bits) | listener index (16) | slot or fd (32). The
+ * listener's fd travels in the event so no shared table is read on accept. */
+#define EV_DATA(tag, v) (((uint64_t)(tag) << 56) | (uint32_t)(v))
+#define CHUNK NSV__CHUNK
 
 nsv__loop *nsv__loop_new(nsv_server *s, int idx)
 {
@@ -47,7 +49,7 @@ void nsv__loop_free(nsv__loop *l)
         return;
     const nsv__alloc *a = &l->srv->alloc;
     for (uint32_t i = 0; i < l->nslots; i++) {
-        nsv__conn *c = &l->chunks[i / CHUNK][i % CHUNK];
+        nsv__conn *c = NSV__CONN(l, i);
         if (c->state != NSV__C_FREE) {
             close(c->fd);
             nsv__buf_release(l, &c->in);
@@ -55,10 +57,13 @@ void nsv__loop_free(nsv__loop *l)
             atomic_fetch_sub(&l->srv->nconns, 1);
         }
     }
-    for (uint32_t i = 0; i < l->nchunks; i++)
+    for (uint32_t i = 0; i < l->nchunks; i++) {
         nsv__free(a, l->chunks[i]);
-    nsv__free(a, l->chunks);
+        nsv__free(a, (void *)atomic_load(&l->tickets[i]));
+    }
     nsv__free(a, l->freelist);
+    nsv__free(a, l->cmd);
+    nsv__free(a, l->cmd_spare);
     for (int i = 0; i < l->npool; i++)
         nsv__free(a, l->pool[i]);
     nsv__free(a, l->q.p);
@@ -72,8 +77,12 @@ void nsv__loop_free(nsv__loop *l)
 
 int nsv__loop_add_listener(nsv__loop *l, int lidx)
 {
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_DATA(TAG_LISTENER, lidx)};
-    return epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->srv->listeners[lidx].fd, &ev) == 0 ? 0 : NSV_ESYS;
+    int fd = l->srv->listeners[lidx].wfd[l->idx];
+    if (fd < 0)
+        return 0; /* hand-off mode: only worker 0 accepts */
+    struct epoll_event ev = {.events = EPOLLIN,
+                             .data.u64 = EV_DATA(TAG_LISTENER, fd) | ((uint64_t)lidx << 32)};
+    return epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : NSV_ESYS;
 }
 
 uint64_t nsv__conn_id(nsv__loop *l, nsv__conn *c) { return NSV__ID(c->slot, l->idx, c->gen); }
@@ -83,7 +92,7 @@ nsv__conn *nsv__conn_get(nsv__loop *l, uint64_t id)
     uint32_t slot = NSV__ID_SLOT(id);
     if (slot >= l->nslots)
         return NULL;
-    nsv__conn *c = &l->chunks[slot / CHUNK][slot % CHUNK];
+    nsv__conn *c = NSV__CONN(l, slot);
     if (c->state == NSV__C_FREE || c->gen != NSV__ID_GEN(id))
         return NULL;
     return c;
@@ -95,18 +104,22 @@ static nsv__conn *slot_alloc(nsv__loop *l)
         if (l->nslots >= 0xFFFFFFu)
             return NULL;
         if (l->nslots % CHUNK == 0) {
-            nsv__conn **ch = nsv__realloc(&l->srv->alloc, l->chunks, (l->nchunks + 1) * sizeof *ch);
-            if (!ch)
+            if (l->nchunks >= NSV__MAX_CHUNKS)
                 return NULL;
-            l->chunks = ch;
-            ch[l->nchunks] = nsv__calloc(&l->srv->alloc, CHUNK * sizeof(nsv__conn));
-            if (!ch[l->nchunks])
-                return NULL;
-            l->nchunks++;
-            uint32_t *fl = nsv__realloc(&l->srv->alloc, l->freelist, l->nchunks * CHUNK * sizeof *fl);
+            uint32_t *fl = nsv__realloc(&l->srv->alloc, l->freelist, (l->nchunks + 1) * CHUNK * sizeof *fl);
             if (!fl)
                 return NULL;
             l->freelist = fl;
+            nsv__conn *ch = nsv__calloc(&l->srv->alloc, CHUNK * sizeof(nsv__conn));
+            _Atomic uint32_t *tk = nsv__calloc(&l->srv->alloc, CHUNK * sizeof *tk);
+            if (!ch || !tk) {
+                nsv__free(&l->srv->alloc, ch);
+                nsv__free(&l->srv->alloc, (void *)tk);
+                return NULL;
+            }
+            l->chunks[l->nchunks] = ch;
+            atomic_store_explicit(&l->tickets[l->nchunks], tk, memory_order_release);
+            l->nchunks++;
             l->freecap = l->nchunks * CHUNK;
             /* Push the new slots so the lowest comes out first. */
             for (uint32_t i = CHUNK; i-- > 0;)
@@ -117,14 +130,15 @@ static nsv__conn *slot_alloc(nsv__loop *l)
     if (l->nfree == 0)
         return NULL;
     uint32_t slot = l->freelist[--l->nfree];
-    nsv__conn *c = &l->chunks[slot / CHUNK][slot % CHUNK];
+    nsv__conn *c = NSV__CONN(l, slot);
     uint32_t gen = c->gen + 1;
-    if (gen > 0x7FFFFFFFu)
+    if (gen > NSV__GEN_MAX)
         gen = 1;
     memset(c, 0, sizeof *c);
     c->gen = gen;
     c->slot = slot;
     l->nused++;
+    nsv__ticket(l, c, NSV__T_IDLE);
     return c;
 }
 
@@ -146,6 +160,8 @@ void nsv__conn_close(nsv__loop *l, nsv__conn *c)
     if (c->seen)
         nsv__evq_emit_simple(l, c, NSV_EV_CLOSE, 0, NULL, 0);
     close(c->fd); /* also removes it from epoll */
+    _Atomic uint32_t *tk = atomic_load_explicit(&l->tickets[c->slot / CHUNK], memory_order_relaxed);
+    atomic_store_explicit(&tk[c->slot % CHUNK], 0, memory_order_release);
     nsv__buf_release(l, &c->in);
     nsv__buf_release(l, &c->out);
     c->state = NSV__C_FREE;
@@ -205,10 +221,11 @@ static void refuse(int fd)
     close(fd);
 }
 
-static void on_accept(nsv__loop *l, int lidx)
+void nsv__shard_handoff(nsv__loop *from, int fd, int lidx, const struct sockaddr_storage *ss);
+
+static void on_accept(nsv__loop *l, int lidx, int lfd)
 {
     nsv_server *s = l->srv;
-    int lfd = s->listeners[lidx].fd;
     for (int i = 0; i < 64; i++) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
@@ -220,8 +237,11 @@ static void on_accept(nsv__loop *l, int lidx)
                 /* Out of descriptors: stop accepting for a moment instead of
                  * spinning on a listener that stays readable. */
                 nsv__log(NSV_LOG_ERROR, "accept: %s; pausing accepts", strerror(errno));
-                struct epoll_event ev = {0};
-                epoll_ctl(l->epfd, EPOLL_CTL_DEL, lfd, &ev);
+                for (int k = 0; k < s->nlisteners; k++) {
+                    struct epoll_event ev = {0};
+                    if (s->listeners[k].wfd[l->idx] >= 0)
+                        epoll_ctl(l->epfd, EPOLL_CTL_DEL, s->listeners[k].wfd[l->idx], &ev);
+                }
                 l->accept_pause_end = l->now + 100;
             }
             return;
@@ -231,7 +251,10 @@ static void on_accept(nsv__loop *l, int lidx)
             refuse(fd);
             continue;
         }
-        nsv__loop_adopt(l, fd, lidx, &ss);
+        if (s->sharded && s->shard_accept && s->nloops > 1)
+            nsv__shard_handoff(l, fd, lidx, &ss);
+        else
+            nsv__loop_adopt(l, fd, lidx, &ss);
     }
 }
 
@@ -319,7 +342,7 @@ static void sweep(nsv__loop *l)
 {
     l->next_sweep = l->now + NSV__SWEEP_MS;
     for (uint32_t i = 0; i < l->nslots; i++) {
-        nsv__conn *c = &l->chunks[i / CHUNK][i % CHUNK];
+        nsv__conn *c = NSV__CONN(l, i);
         if (c->state != NSV__C_FREE && c->deadline && l->now >= c->deadline)
             nsv__http_timeout(l, c);
     }
@@ -334,7 +357,7 @@ static void on_conn_event(nsv__loop *l, uint32_t slot, uint32_t events)
 {
     if (slot >= l->nslots)
         return;
-    nsv__conn *c = &l->chunks[slot / CHUNK][slot % CHUNK];
+    nsv__conn *c = NSV__CONN(l, slot);
     if (c->state == NSV__C_FREE)
         return;
     if (events & EPOLLOUT) {
@@ -357,11 +380,12 @@ int nsv__loop_run_once(nsv__loop *l, int timeout_ms)
         return NSV_ESYS;
     l->now = nsv_millis();
     for (int i = 0; i < n; i++) {
-        uint32_t tag = (uint32_t)(evs[i].data.u64 >> 32), v = (uint32_t)evs[i].data.u64;
+        uint64_t d = evs[i].data.u64;
+        uint32_t tag = (uint32_t)(d >> 56), v = (uint32_t)d;
         if (tag == TAG_CONN)
             on_conn_event(l, v, evs[i].events);
         else if (tag == TAG_LISTENER)
-            on_accept(l, (int)v);
+            on_accept(l, (int)((d >> 32) & 0xFFFF), (int)v);
         else {
             uint64_t x;
             ssize_t r = read(l->wakefd, &x, sizeof x);

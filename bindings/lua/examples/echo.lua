@@ -1,0 +1,113 @@
+-- echo.lua - the echo contract of examples/echo_server.c, in Lua.
+--
+--   luajit echo.lua --port N [--threads N] [--busy-us N] [--routes N]
+--                   [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]
+--                   [--max-body N] [--max-header-bytes N]
+--
+-- Prints "listening on PORT" once ready. POST|PUT /echo answers the body
+-- byte for byte; everything else gets a JSON description of the request;
+-- /ws echoes WebSocket messages when the library has WebSocket support.
+-- LuaJIT cannot catch signals, so SIGTERM/SIGINT end the process at once
+-- (no drain, unlike the C server).
+
+-- Find nanosrv.lua next to this directory when run from a source tree.
+local here = (debug.getinfo(1, "S").source:match("^@(.*)/examples/[^/]*$")) or "."
+package.path = here .. "/?.lua;" .. package.path
+
+local ffi = require("ffi")
+local nanosrv = require("nanosrv")
+
+local flags = { port = 8080, threads = 0, ["busy-us"] = 0, routes = 0 }
+local lib_opts = { ["request-timeout-ms"] = true, ["idle-timeout-ms"] = true, ["max-conns"] = true,
+                   ["max-body"] = true, ["max-header-bytes"] = true }
+local opts = {}
+do
+    local i = 1
+    while i <= #arg do
+        local name, v = (arg[i]:match("^%-%-(.+)$")), arg[i + 1]
+        if not name or not v or not (flags[name] or lib_opts[name]) or not tonumber(v) then
+            io.stderr:write("usage: echo.lua --port N [--threads N] [--busy-us N] [--routes N]\n",
+                            "       [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]\n",
+                            "       [--max-body N] [--max-header-bytes N]\n")
+            os.exit(2)
+        end
+        if flags[name] then flags[name] = tonumber(v) else opts[name:gsub("-", "_")] = tonumber(v) end
+        i = i + 2
+    end
+end
+if flags.threads > 0 then opts.threads = flags.threads end
+
+local ok, srv = pcall(nanosrv.server, opts)
+if not ok then
+    io.stderr:write("echo.lua: ", tostring(srv), "\n")
+    os.exit(2)
+end
+
+-- --busy-us: burn CPU like a real handler would (monotonic clock, as in C).
+local spin = function() end
+if flags["busy-us"] > 0 then
+    ffi.cdef [[
+        struct nsv_echo_timespec { long tv_sec; long tv_nsec; };
+        int clock_gettime(int clk, struct nsv_echo_timespec *ts);
+    ]]
+    local ts, us = ffi.new("struct nsv_echo_timespec"), flags["busy-us"]
+    local function now_us()
+        ffi.C.clock_gettime(1, ts) -- CLOCK_MONOTONIC
+        return tonumber(ts.tv_sec) * 1e6 + tonumber(ts.tv_nsec) / 1e3
+    end
+    spin = function()
+        local t0 = now_us()
+        while now_us() - t0 < us do end
+    end
+end
+
+-- JSON string escaping exactly as echo_server.c: '"' and '\' backslashed,
+-- bytes below 0x20 as \u00XX, everything else verbatim. The byte loop
+-- (rather than gsub) keeps the common no-escape case compiled.
+local byte = string.byte
+local ESC = { ['"'] = '\\"', ["\\"] = "\\\\" }
+for b = 0, 0x1f do ESC[string.char(b)] = string.format("\\u%04x", b) end
+local function json_str(s)
+    local plain = true
+    for i = 1, #s do
+        local b = byte(s, i)
+        if b < 0x20 or b == 0x22 or b == 0x5c then plain = false; break end
+    end
+    if plain then return '"' .. s .. '"' end
+    return '"' .. s:gsub('[%z\1-\31"\\]', ESC) .. '"'
+end
+
+local OCTET = "Content-Type: application/octet-stream\r\n"
+local JSON = "Content-Type: application/json\r\n"
+
+local function echo(req, res)
+    spin()
+    res:send(200, req.body, OCTET)
+end
+srv:route("POST", "/echo", echo)
+srv:route("PUT", "/echo", echo)
+
+local function describe(req, res)
+    spin()
+    -- The C server caps path and query at 8192 bytes in its description.
+    local path, query = req.path, req.query
+    if #path > 8192 then path = path:sub(1, 8192) end
+    if #query > 8192 then query = query:sub(1, 8192) end
+    res:send(200, '{"method":' .. json_str(req.method) .. ',"path":' .. json_str(path) ..
+                  ',"query":' .. json_str(query) .. ',"body_len":' .. req.body_len .. '}', JSON)
+end
+srv:fallback(describe)
+for i = 0, flags.routes - 1 do srv:route("GET", "/dummy/" .. i .. "/:id", describe) end
+
+if nanosrv.features.websocket then
+    srv:websocket("/ws", { message = function(ws, data, opcode) ws:send(data, opcode) end })
+end
+
+local lok, port = pcall(srv.listen, srv, "http://0.0.0.0:" .. flags.port)
+if not lok then
+    io.stderr:write("echo.lua: ", tostring(port), "\n")
+    os.exit(1)
+end
+io.stdout:write("listening on ", port, "\n")
+io.stdout:flush()
+srv:run()

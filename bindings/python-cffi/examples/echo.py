@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""The echo contract of echo-server, in Python.
+
+    echo.py --port N [--threads N] [--busy-us N] [--routes N]
+            [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]
+            [--max-body N] [--max-header-bytes N]
+
+Prints "listening on PORT" once ready. POST|PUT /echo answers the body byte
+for byte; /ws echoes WebSocket messages (when the library has WebSocket);
+everything else gets {"method":..,"path":..,"query":..,"body_len":..}.
+SIGTERM/SIGINT drain: in-flight requests finish, then it exits 0.
+"""
+import os
+import re
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import nanosrv  # noqa: E402
+
+OPTIONS = {"--request-timeout-ms": "request_timeout_ms", "--idle-timeout-ms": "idle_timeout_ms",
+           "--max-conns": "max_conns", "--max-body": "max_body", "--max-header-bytes": "max_header_bytes"}
+USAGE = ("usage: echo.py --port N [--threads N] [--busy-us N] [--routes N]\n"
+         "       [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]\n"
+         "       [--max-body N] [--max-header-bytes N]\n")
+
+JSON_HDR = b"Content-Type: application/json\r\n"
+OCTET_HDR = b"Content-Type: application/octet-stream\r\n"
+_needs_escape = re.compile(rb'["\\\x00-\x1f]').search
+
+
+def _esc_char(m):
+    c = m.group()
+    return b"\\" + c if c in b'"\\' else b"\\u%04x" % c[0]
+
+
+def json_bytes(b):
+    """A JSON string for raw bytes, escaped like echo-server (bytes >= 0x80 pass through)."""
+    if _needs_escape(b) is None:
+        return b'"' + b + b'"'
+    return b'"' + re.sub(rb'["\\\x00-\x1f]', _esc_char, b) + b'"'
+
+
+def spin(us):
+    end = time.perf_counter() + us / 1e6
+    while time.perf_counter() < end:
+        pass
+
+
+def parse_args(argv):
+    cfg = {"port": 8080, "threads": 0, "busy_us": 0, "routes": 0, "options": {}}
+    i = 0
+    while i < len(argv):
+        flag = argv[i]
+        val = argv[i + 1] if i + 1 < len(argv) else None
+        if val is None or (flag not in OPTIONS and flag not in ("--port", "--threads", "--busy-us", "--routes")):
+            sys.stderr.write(USAGE)
+            sys.exit(2)
+        if flag in OPTIONS:
+            cfg["options"][OPTIONS[flag]] = int(val)
+        else:
+            cfg[flag[2:].replace("-", "_")] = int(val)
+        i += 2
+    return cfg
+
+
+def main():
+    cfg = parse_args(sys.argv[1:])
+    busy = cfg["busy_us"]
+    srv = nanosrv.ShardedManager(cfg["threads"]) if cfg["threads"] > 0 else nanosrv.Manager()
+    for name, value in cfg["options"].items():
+        try:
+            srv.set_option(name, value)
+        except nanosrv.Error as e:
+            sys.stderr.write("echo.py: --%s %s: %s\n" % (name.replace("_", "-"), value, e))
+            return 2
+
+    def echo(conn, msg):
+        if busy:
+            spin(busy)
+        conn.http_reply(200, OCTET_HDR, msg.body_bytes)
+
+    def describe(conn, msg):
+        if busy:
+            spin(busy)
+        conn.http_reply(200, JSON_HDR, b'{"method":%s,"path":%s,"query":%s,"body_len":%d}' % (
+            json_bytes(msg.raw_method), json_bytes(msg.raw_path[:8192]),
+            json_bytes(msg.raw_query[:8192]), msg.body_len))
+
+    def ws_echo(conn, event, data):
+        if event == nanosrv.Event.WsMessage:
+            conn.ws_send(data.data, data.opcode)
+
+    srv.route("POST", "/echo", echo)
+    srv.route("PUT", "/echo", echo)
+    for i in range(cfg["routes"]):
+        srv.route("GET", "/dummy/%d/:id" % i, describe)
+    if nanosrv.websocket_available():
+        srv.websocket("/ws", ws_echo)
+    url = "http://0.0.0.0:%d" % cfg["port"]
+    try:
+        listener = srv.http_listen(url, describe)
+    except nanosrv.Error as e:
+        sys.stderr.write("echo.py: listen %s: %s\n" % (url, e))
+        return 1
+
+    got_signal = []
+
+    def on_signal(sig, frame):
+        got_signal.append(sig)
+        srv.wakeup()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    print("listening on %d" % listener.port, flush=True)
+
+    draining = False
+    while True:
+        if got_signal and not draining:
+            draining = True
+            srv.drain_start(5000)
+        if srv.poll(1000) < 0:
+            break  # the drain has finished
+    srv.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

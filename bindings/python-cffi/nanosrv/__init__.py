@@ -1,0 +1,43 @@
+"""nanosrv: Python binding of libnanosrv (cffi, ABI mode).
+
+    import nanosrv
+    mgr = nanosrv.Manager()
+    mgr.http_listen("http://0.0.0.0:8080",
+                    lambda conn, msg: conn.http_reply(200, "", "hello " + msg.uri))
+    mgr.run()
+"""
+from . import json
+from ._conn import Connection
+from ._ffi import LIBRARY_PATH, has
+from ._manager import Listener, Manager, ShardedManager
+from ._message import Event, HttpMessage, WsMessage, WsOpcode
+from .errors import Error, NotSupportedError, StaleError, StateError
+from .util import (LogLevel, Url, base64_decode, base64_decode_bytes, base64_encode, base64_encode_bytes,
+                   get_log_level, millis, set_log_level, tls_available, url_decode, url_encode, version)
+
+__version__ = "1.0.0"
+
+
+def websocket_available():
+    """True if the loaded libnanosrv has the WebSocket send functions."""
+    return has("nsv_ws_send") and has("nsv_ws_upgrade")
+
+
+def sharded_available():
+    """True if the loaded libnanosrv can create sharded servers."""
+    m = None
+    try:
+        m = ShardedManager(1)
+        return True
+    except NotSupportedError:
+        return False
+    finally:
+        if m is not None:
+            m.close()
+
+
+__all__ = ["Manager", "ShardedManager", "Connection", "HttpMessage", "WsMessage", "Listener", "Event",
+           "WsOpcode", "LogLevel", "Url", "Error", "StaleError", "StateError", "NotSupportedError",
+           "base64_encode", "base64_decode", "base64_encode_bytes", "base64_decode_bytes", "url_encode",
+           "url_decode", "json", "set_log_level", "get_log_level", "millis", "tls_available", "version",
+           "websocket_available", "sharded_available", "LIBRARY_PATH"]

@@ -1,0 +1,162 @@
+"""Connection: answers a request or talks WebSocket, by connection id.
+
+Every method is one library call on the id. A closed connection (its CLOSE
+event was seen) raises StaleError without calling into C; the library
+itself rejects stale ids and double replies, which surface as StaleError
+and StateError.
+"""
+from ._ffi import lib
+from .errors import ESTALE, check, error, require
+
+_reply = lib.nsv_reply
+_TEXT, _BINARY = 1, 2
+
+
+def to_bytes(x, what="body"):
+    """bytes for str (UTF-8, lone surrogates restored), bytes-like, or None."""
+    t = type(x)
+    if t is bytes:
+        return x
+    if t is str:
+        return x.encode("utf-8", "surrogateescape")
+    if x is None:
+        return b""
+    if isinstance(x, (bytearray, memoryview)):
+        return bytes(x)
+    raise TypeError("%s must be str or bytes, not %s" % (what, t.__name__))
+
+
+class Connection:
+    __slots__ = ("_m", "_s", "id", "_pending", "_closed", "_ws", "_streaming", "__weakref__")
+
+    def __init__(self, manager, conn_id):
+        self._m = manager
+        self._s = manager._srv
+        self.id = conn_id
+        self._pending = False   # a request waits for its reply
+        self._closed = False
+        self._ws = None         # handler of WebSocket events, once upgraded
+        self._streaming = False
+
+    def _ptr(self):
+        if self._closed:
+            raise error(ESTALE, "connection %#x has closed" % self.id)
+        return self._s
+
+    def _after_send(self):
+        # In an asyncio host output leaves on the next nsv_poll; ask for one
+        # when the reply is made outside the event dispatch.
+        k = self._m._kick
+        if k is not None:
+            k()
+
+    # ---- HTTP ----
+
+    def http_reply(self, status, headers="", body=b""):
+        """Send a complete response. headers: "Name: value\\r\\n" lines."""
+        if self._closed:
+            raise error(ESTALE, "connection %#x has closed" % self.id)
+        if type(headers) is not bytes:
+            headers = to_bytes(headers, "headers")
+        if type(body) is not bytes:
+            body = to_bytes(body)
+        r = _reply(self._s, self.id, status, headers, len(headers), body, len(body))
+        if r:
+            check(r, self._s)
+        self._pending = False
+        if self._m._kick is not None:
+            self._after_send()
+
+    reply = http_reply
+
+    def reply_start(self, status, headers=""):
+        """Start a chunked response; continue with send_chunk, finish with reply_end."""
+        headers = to_bytes(headers, "headers")
+        check(lib.nsv_reply_start(self._ptr(), self.id, status, headers, len(headers)), self._s)
+        self._pending = False
+        self._streaming = True
+        self._after_send()
+
+    def send_chunk(self, data):
+        data = to_bytes(data, "data")
+        check(lib.nsv_send_chunk(self._ptr(), self.id, data, len(data)), self._s)
+        self._after_send()
+
+    def reply_end(self):
+        check(lib.nsv_reply_end(self._ptr(), self.id), self._s)
+        self._streaming = False
+        self._after_send()
+
+    # ---- WebSocket ----
+
+    def ws_upgrade(self, msg=None, headers="", handler=None):
+        """Answer the pending upgrade request with 101. WebSocket events of
+        this connection then go to `handler(conn, event, data)` (default:
+        the listener's WebSocket handler)."""
+        fn = require("nsv_ws_upgrade", "ws_upgrade")
+        headers = to_bytes(headers, "headers")
+        check(fn(self._ptr(), self.id, headers, len(headers)), self._s)
+        self._pending = False
+        if handler is not None:
+            self._ws = handler
+        elif self._ws is None:
+            self._ws = self._m._ws_handler_for(self)
+        self._after_send()
+
+    def ws_send(self, data, opcode=_TEXT):
+        fn = require("nsv_ws_send", "ws_send")
+        data = to_bytes(data, "data")
+        check(fn(self._ptr(), self.id, opcode, data, len(data)), self._s)
+        self._after_send()
+
+    def ws_send_text(self, text):
+        if not isinstance(text, str):
+            raise TypeError("ws_send_text needs str, not %s" % type(text).__name__)
+        self.ws_send(text, _TEXT)
+
+    def ws_send_binary(self, data):
+        self.ws_send(data, _BINARY)
+
+    def ws_close(self, code=1000, reason=""):
+        fn = require("nsv_ws_close", "ws_close")
+        reason = to_bytes(reason, "reason")
+        check(fn(self._ptr(), self.id, code, reason, len(reason)), self._s)
+        self._after_send()
+
+    # ---- raw ----
+
+    def send_bytes(self, data):
+        """Send bytes on the connection: a binary message on a WebSocket, a
+        chunk during a streamed response."""
+        if self._ws is not None:
+            return self.ws_send(data, _BINARY)
+        if self._streaming:
+            return self.send_chunk(data)
+        raise error(lib.NSV_ENOTSUP, "send_bytes needs a WebSocket or a started chunked response")
+
+    def close(self):
+        """Close after the queued output is sent."""
+        if self._closed:
+            return
+        check(lib.nsv_close(self._ptr(), self.id), self._s)
+        self._after_send()
+
+    # ---- state ----
+
+    @property
+    def closed(self):
+        return self._closed
+
+    @property
+    def is_websocket(self):
+        return self._ws is not None
+
+    def set_tag(self, tag):
+        check(lib.nsv_conn_set_tag(self._ptr(), self.id, tag), self._s)
+
+    def queued(self):
+        """Bytes waiting to be sent."""
+        return check(lib.nsv_conn_queued(self._ptr(), self.id), self._s)
+
+    def __repr__(self):
+        return "<Connection %#x%s>" % (self.id, " closed" if self._closed else "")

@@ -1,0 +1,445 @@
+"""Manager and ShardedManager: listeners, routes, and the event loop.
+
+One nsv_poll fills an array of event records and an arena; _dispatch walks
+the batch in Python, unpacking each record with one struct call, and calls
+the handlers. No C-to-Python callbacks are involved, and cffi releases the
+GIL while nsv_poll waits.
+"""
+import inspect
+import logging
+import sys
+
+from ._conn import Connection, to_bytes
+from ._ffi import ffi, has, lib, EVENT_SIZE
+from ._message import (BODY, BODY_LEN, CODE, CONN, EVENT, LISTENER, ROUTE, TYPE, Event, HttpMessage,
+                       WsMessage, WsOpcode)
+from ._response import to_reply
+from .errors import NotSupportedError, check, error, require
+
+log = logging.getLogger("nanosrv")
+
+_poll = lib.nsv_poll
+_getrefcount = sys.getrefcount
+_ENOBUFS, _ESTOPPED = lib.NSV_ENOBUFS, lib.NSV_ESTOPPED
+_EV_REQUEST, _EV_CLOSE, _EV_ERROR = lib.NSV_EV_REQUEST, lib.NSV_EV_CLOSE, lib.NSV_EV_ERROR
+_EV_WS_OPEN, _EV_WS_MESSAGE, _EV_WS_CLOSE = lib.NSV_EV_WS_OPEN, lib.NSV_EV_WS_MESSAGE, lib.NSV_EV_WS_CLOSE
+_EV_WS_PING, _EV_WS_PONG = lib.NSV_EV_WS_PING, lib.NSV_EV_WS_PONG
+_JSON_HDR = b"Content-Type: application/json\r\n"
+_ERR_500 = b'{"error":"internal server error"}'
+_ERR_404 = b'{"error":"not found"}'
+
+
+def _not_found(conn, msg):
+    conn.http_reply(404, _JSON_HDR, _ERR_404)
+
+
+def _upgrade_required(conn, msg):
+    conn.http_reply(426, b"Content-Type: application/json\r\nUpgrade: websocket\r\n",
+                    b'{"error":"websocket upgrade required"}')
+
+
+def _pattern(p):
+    """Accept "/users/{id}" as well as the router's own "/users/:id"."""
+    if not isinstance(p, str):
+        raise TypeError("route pattern must be str, not %s" % type(p).__name__)
+    return "/".join(":" + s[1:-1] if s.startswith("{") and s.endswith("}") else s for s in p.split("/"))
+
+
+class Listener:
+    """A bound listener: `id`, `port` and `url`."""
+    __slots__ = ("id", "port", "url")
+
+    def __init__(self, lid, port, url):
+        self.id, self.port, self.url = lid, port, url
+
+    def __repr__(self):
+        return "<Listener %d port %d>" % (self.id, self.port)
+
+
+class Manager:
+    """A single-loop server driven by poll(timeout_ms) or run() in one thread."""
+
+    def __init__(self, max_events=256, arena_size=1 << 20, _srv=None):
+        srv = _srv if _srv is not None else lib.nsv_server_new()
+        if srv == ffi.NULL:
+            raise MemoryError("nsv_server_new failed")
+        self._srv = ffi.gc(srv, lib.nsv_server_free)
+        if not isinstance(max_events, int) or max_events < 1:
+            raise ValueError("max_events must be a positive int")
+        self._max = max_events
+        self._evs = ffi.new("nsv_event[]", max_events)
+        self._evbuf = ffi.buffer(self._evs)
+        self._set_arena(arena_size)
+        self._conns = {}            # id -> Connection, until its CLOSE event
+        self._listen_fns = []       # listener id -> fn(conn, msg)
+        self._listen_ws = []        # listener id -> fn(conn, event, data) or None
+        self._listen_events = []    # listener id -> fn(conn, event, data) for http_listen_event
+        self._route_fns = []        # route id -> fn(conn, msg)
+        self._route_ws = []         # route id -> ws handler or None
+        self._kick = None           # set by the asyncio integration
+        self._loop = None
+        self._running = False
+        self._stopped = False
+
+    def _set_arena(self, cap):
+        self._arena = ffi.new("char[]", cap)
+        self._abuf = ffi.buffer(self._arena)
+        self._cap = cap
+
+    def _live(self):
+        if self._srv == ffi.NULL:
+            raise error(lib.NSV_EINVAL, "the server has been closed")
+        return self._srv
+
+    # ---- setup ----
+
+    def _listen(self, url, fn, ws, events):
+        if not isinstance(url, str):
+            raise TypeError("url must be str, not %s" % type(url).__name__)
+        srv = self._live()
+        u = url.encode()
+        lid = check(lib.nsv_listen(srv, u, len(u)), srv)
+        while len(self._listen_fns) <= lid:
+            self._listen_fns.append(_not_found)
+            self._listen_ws.append(None)
+            self._listen_events.append(None)
+        self._listen_fns[lid] = fn
+        self._listen_ws[lid] = ws
+        self._listen_events[lid] = events
+        return Listener(lid, lib.nsv_listener_port(srv, lid), url)
+
+    def http_listen(self, url, handler=None, ws_handler=None):
+        """Listen on url ("http://host:port"; port 0 picks one). handler(conn,
+        msg) gets requests no route took; ws_handler(conn, event, data) gets
+        WebSocket events of connections upgraded with conn.ws_upgrade()."""
+        if handler is not None and not callable(handler):
+            raise TypeError("handler must be callable")
+        return self._listen(url, handler or _not_found, ws_handler, None)
+
+    listen = http_listen
+
+    def http_listen_event(self, url, handler):
+        """Listen with one handler(conn, event, data) for every event:
+        Event.HttpMessage, WsOpen, WsMessage, WsControl, Close, Error."""
+        if not callable(handler):
+            raise TypeError("handler must be callable")
+
+        def on_request(conn, msg):
+            return handler(conn, Event.HttpMessage, msg)
+        return self._listen(url, on_request, handler, handler)
+
+    def route(self, method, pattern, handler=None, websocket=False):
+        """Register handler(conn, msg) for method ("GET", ..., "ALL") and
+        pattern ("/users/:id" or "/users/{id}", trailing "*"). Usable as a
+        decorator. With websocket=True the route upgrades automatically and
+        handler(conn, event, data) gets the WebSocket events."""
+        if handler is None:
+            return lambda fn: self.route(method, pattern, fn, websocket) or fn
+        if not callable(handler):
+            raise TypeError("handler must be callable")
+        if not isinstance(method, str):
+            raise TypeError("method must be str, not %s" % type(method).__name__)
+        srv = self._live()
+        m, p = method.upper().encode(), _pattern(pattern).encode()
+        rid = len(self._route_fns)
+        flags = lib.NSV_ROUTE_WEBSOCKET if websocket else 0
+        check(lib.nsv_route(srv, m, len(m), p, len(p), rid, flags), srv)
+        self._route_fns.append(_upgrade_required if websocket else handler)
+        self._route_ws.append(handler if websocket else None)
+        return handler
+
+    def get(self, pattern, handler=None):
+        return self.route("GET", pattern, handler)
+
+    def post(self, pattern, handler=None):
+        return self.route("POST", pattern, handler)
+
+    def websocket(self, pattern, handler=None):
+        """Automatic-upgrade WebSocket route; handler(conn, event, data)."""
+        if not has("nsv_ws_send"):
+            raise NotSupportedError(lib.NSV_ENOTSUP, "WebSocket routes need nsv_ws_send(), which the "
+                                    "loaded libnanosrv does not export")
+        return self.route("GET", pattern, handler, websocket=True)
+
+    # ---- options ----
+
+    def set_option(self, name, value):
+        """Set an integer option by name ("max_body", "idle_timeout_ms", ...)."""
+        srv = self._live()
+        b = name.encode() if isinstance(name, str) else name
+        opt = check(lib.nsv_opt_by_name(b, len(b))) if isinstance(b, bytes) else name
+        check(lib.nsv_set_int(srv, opt, value), srv)
+
+    def get_option(self, name):
+        srv = self._live()
+        b = name.encode() if isinstance(name, str) else name
+        opt = check(lib.nsv_opt_by_name(b, len(b))) if isinstance(b, bytes) else name
+        return check(lib.nsv_get_int(srv, opt), srv)
+
+    def set_idle_timeout(self, ms):
+        self.set_option("idle_timeout_ms", ms)
+
+    def set_request_timeout(self, ms):
+        self.set_option("request_timeout_ms", ms)
+
+    def set_max_body_size(self, n):
+        self.set_option("max_body", n)
+
+    def set_max_connections(self, n):
+        self.set_option("max_conns", n)
+
+    def set_max_send_buffer(self, n):
+        self.set_option("max_output", n)
+
+    def set_max_header_bytes(self, n):
+        self.set_option("max_header_bytes", n)
+
+    # ---- the loop ----
+
+    def poll(self, timeout_ms=0):
+        """Wait up to timeout_ms (-1 = forever) and handle one batch of
+        events. Returns the number handled, or -1 once the server stopped."""
+        n = _poll(self._srv, self._evs, self._max, self._arena, self._cap, timeout_ms)
+        if n > 0:
+            self._dispatch(n)
+            return n
+        if n == 0:
+            return 0
+        return self._poll_failed(n)
+
+    def _poll_failed(self, n):
+        if n == _ESTOPPED:
+            self._stopped = True
+            return -1
+        if n == _ENOBUFS:
+            need = lib.nsv_poll_need(self._srv)
+            cap = self._cap
+            while cap < need + 4096:
+                cap *= 2
+            self._set_arena(cap)
+            return self.poll(0)
+        return check(n, self._live())
+
+    def run(self, timeout_ms=250):
+        """Poll until stop() (or the end of a drain). The timeout only bounds
+        how long a Python signal handler may wait to run."""
+        self._running = True
+        while self._running:
+            if self.poll(timeout_ms) < 0:
+                break
+        self._running = False
+
+    def stop(self):
+        """Make run() return; safe from other threads and signal handlers."""
+        self._running = False
+        lib.nsv_stop(self._srv)
+
+    def wakeup(self):
+        lib.nsv_wakeup(self._live())
+
+    def drain_start(self, timeout_ms=5000):
+        """Stop accepting, finish in-flight requests; poll() returns -1 when done."""
+        check(lib.nsv_drain_start(self._live(), timeout_ms), self._srv)
+
+    def drain(self, timeout_ms=5000):
+        """Graceful stop, handling events until every connection is closed."""
+        self.drain_start(timeout_ms)
+        while self.poll(100) >= 0:
+            pass
+
+    def fd(self):
+        """The pollable descriptor: readable when poll(0) has work."""
+        return check(lib.nsv_fd(self._live()), self._srv)
+
+    def close(self):
+        """Free the server now. Connections of it become stale."""
+        for c in self._conns.values():
+            c._closed = True
+        self._conns.clear()
+        if self._loop is not None:
+            from . import aio
+            aio.detach(self)
+        if self._srv != ffi.NULL:
+            srv, self._srv = self._srv, ffi.NULL
+            ffi.release(srv)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def workers(self):
+        return lib.nsv_get_int(self._live(), lib.NSV_OPT_WORKERS)
+
+    # ---- dispatch ----
+
+    def _dispatch(self, n):
+        unpack = EVENT.unpack_from
+        evb = self._evbuf
+        arena = self._abuf
+        conns = self._conns
+        routes = self._route_fns
+        listeners = self._listen_fns
+        for off in range(0, n * EVENT_SIZE, EVENT_SIZE):
+            e = unpack(evb, off)
+            if e[TYPE] != _EV_REQUEST:
+                self._other(e, arena)
+                continue
+            cid = e[CONN]
+            c = conns.get(cid)
+            if c is None:
+                c = conns[cid] = Connection(self, cid)
+            c._pending = True
+            msg = HttpMessage(arena, e)
+            r = e[ROUTE]
+            try:
+                res = (routes[r] if r >= 0 else listeners[e[LISTENER]])(c, msg)
+                if res is not None:
+                    self._result(c, msg, res)
+            except Exception:
+                self._failed(c, msg)
+            # The arena is reused by the next poll: a message the handler kept
+            # (stored, or held by a coroutine) gets its own copy now.
+            if _getrefcount(msg) > 2:
+                msg._freeze()
+
+    def _result(self, c, msg, res):
+        if inspect.isawaitable(res):
+            if self._loop is None:
+                res.close() if hasattr(res, "close") else None
+                raise RuntimeError("a coroutine handler needs the asyncio host (nanosrv.aio)")
+            self._loop.create_task(self._finish(c, msg, res))
+        elif c._pending:
+            c.http_reply(*to_reply(res))
+
+    async def _finish(self, c, msg, coro):
+        try:
+            res = await coro
+            if res is not None and c._pending and not c._closed:
+                c.http_reply(*to_reply(res))
+        except Exception:
+            self._failed(c, msg)
+
+    def _failed(self, c, msg):
+        log.exception("handler failed for %s %s", _safe(lambda: msg.method), _safe(lambda: msg.uri))
+        if c._pending and not c._closed:
+            try:
+                c.http_reply(500, _JSON_HDR, _ERR_500)
+            except Exception:
+                log.debug("cannot send the 500 reply", exc_info=True)
+
+    def _other(self, e, arena):
+        t = e[TYPE]
+        cid = e[CONN]
+        c = self._conns.get(cid)
+        if t == _EV_CLOSE:
+            if c is not None:
+                del self._conns[cid]
+                c._closed = True
+                fn = c._ws or self._event_fn(e)
+                if fn is not None:
+                    self._call_event(fn, c, Event.Close, None)
+            return
+        if t == _EV_ERROR:
+            text = arena[e[BODY]:e[BODY] + e[BODY_LEN]].decode("utf-8", "replace")
+            log.error("libnanosrv: %s (%s)", text, _errname(e[CODE]))
+            fn = (c._ws if c is not None else None) or self._event_fn(e)
+            if fn is not None and c is not None:
+                self._call_event(fn, c, Event.Error, text)
+            return
+        if c is None:
+            c = self._conns[cid] = Connection(self, cid)
+        if t == _EV_WS_OPEN:
+            r = e[ROUTE]
+            c._ws = (self._route_ws[r] if 0 <= r < len(self._route_ws) else None) or self._listen_ws_fn(e)
+            msg = HttpMessage(arena, e)
+            if c._ws is None:
+                log.error("WebSocket opened without a handler; closing it")
+                c.close()
+                return
+            if not self._call_event(c._ws, c, Event.WsOpen, msg):
+                c.close()
+            if _getrefcount(msg) > 2:
+                msg._freeze()
+            return
+        fn = c._ws or self._listen_ws_fn(e)
+        if fn is None:
+            return
+        data = arena[e[BODY]:e[BODY] + e[BODY_LEN]]
+        if t == _EV_WS_MESSAGE:
+            op = e[CODE]
+            if op == 1:
+                data = data.decode("utf-8", "surrogateescape")
+            self._call_event(fn, c, Event.WsMessage, WsMessage(data, op))
+        elif t == _EV_WS_CLOSE:
+            self._call_event(fn, c, Event.WsControl, WsMessage(data, WsOpcode.Close, e[CODE]))
+        elif t in (_EV_WS_PING, _EV_WS_PONG):
+            op = WsOpcode.Ping if t == _EV_WS_PING else WsOpcode.Pong
+            self._call_event(fn, c, Event.WsControl, WsMessage(data, op))
+
+    def _event_fn(self, e):
+        lid = e[LISTENER]
+        return self._listen_events[lid] if lid < len(self._listen_events) else None
+
+    def _listen_ws_fn(self, e):
+        lid = e[LISTENER]
+        return self._listen_ws[lid] if lid < len(self._listen_ws) else None
+
+    def _ws_handler_for(self, conn):
+        # A manual upgrade: the connection's listener decides; the id alone
+        # does not say which listener it came from, so use the only one
+        # that has a WebSocket handler, if unambiguous.
+        fns = [f for f in self._listen_ws if f is not None]
+        return fns[0] if len(fns) == 1 else None
+
+    def _call_event(self, fn, c, ev, data):
+        try:
+            res = fn(c, ev, data)
+            if res is not None and inspect.isawaitable(res):
+                if self._loop is None:
+                    raise RuntimeError("a coroutine handler needs the asyncio host (nanosrv.aio)")
+                self._loop.create_task(self._finish(c, data, res))
+            return True
+        except Exception:
+            if ev == Event.HttpMessage:
+                self._failed(c, data)
+            else:
+                log.exception("WebSocket handler failed (%s)", ev.name)
+            return False
+
+
+class ShardedManager(Manager):
+    """A server with n I/O worker threads (0 = one per CPU). Events are
+    polled and handled in the thread calling poll()/run(); replies may be
+    made from any thread."""
+
+    def __init__(self, n=0, max_events=256, arena_size=1 << 20):
+        if not isinstance(n, int) or n < 0:
+            raise ValueError("worker count must be an int >= 0")
+        srv = lib.nsv_server_new_sharded(n)
+        if srv == ffi.NULL:
+            raise NotSupportedError(lib.NSV_ENOTSUP, "nsv_server_new_sharded(%d) failed: sharded servers "
+                                    "are not available in the loaded libnanosrv" % n)
+        super().__init__(max_events, arena_size, _srv=srv)
+
+    def poll_worker(self, worker, timeout_ms=0):
+        """Poll the events of one worker only (one thread per worker)."""
+        fn = require("nsv_poll_worker", "poll_worker")
+        n = fn(self._srv, worker, self._evs, self._max, self._arena, self._cap, timeout_ms)
+        if n > 0:
+            self._dispatch(n)
+            return n
+        return n if n == 0 else self._poll_failed(n)
+
+
+def _errname(code):
+    return ffi.string(lib.nsv_errname(code)).decode()
+
+
+def _safe(fn):
+    try:
+        return fn()
+    except Exception:
+        return "?"

@@ -1,0 +1,111 @@
+"""base64, URL and log helpers, the clock and build facts, over libnanosrv.
+
+Each helper is one library call: the output buffer is sized from an upper
+bound of the result instead of asking for the length first.
+"""
+import enum
+
+from ._conn import to_bytes
+from ._ffi import ffi, lib
+from .errors import check
+
+_EPARSE, _EURL = lib.NSV_EPARSE, lib.NSV_EURL
+
+LogLevel = enum.IntEnum("LogLevel", [("None", 0), ("Error", 1), ("Info", 2), ("Debug", 3), ("Verbose", 4)])
+LogLevel.NONE = LogLevel(0)  # `LogLevel.None` is not valid syntax
+
+
+def _call(fn, src, cap, *extra):
+    buf = ffi.new("char[]", cap or 1)
+    n = fn(src, len(src), buf, cap, *extra)
+    if n == _EPARSE:
+        raise ValueError("malformed input")
+    check(n)
+    return ffi.buffer(buf, n)[:]
+
+
+def base64_encode_bytes(data):
+    src = to_bytes(data, "data")
+    return _call(lib.nsv_base64_encode, src, (len(src) + 2) // 3 * 4)
+
+
+def base64_decode_bytes(text):
+    src = to_bytes(text, "data")
+    return _call(lib.nsv_base64_decode, src, len(src) // 4 * 3 + 3)
+
+
+def base64_encode(data):
+    """str (UTF-8) or bytes -> base64 str."""
+    return base64_encode_bytes(data).decode("ascii")
+
+
+def base64_decode(text):
+    """base64 -> str (UTF-8; undecodable bytes kept as surrogates). ValueError if malformed."""
+    return base64_decode_bytes(text).decode("utf-8", "surrogateescape")
+
+
+def url_encode(text):
+    """Percent-encode all but RFC 3986 unreserved characters."""
+    src = to_bytes(text, "text")
+    return _call(lib.nsv_url_encode, src, len(src) * 3).decode("ascii")
+
+
+def url_decode(text, form=False):
+    """Percent-decode (form=True also turns '+' into ' '). ValueError on a bad escape."""
+    src = to_bytes(text, "text")
+    return _call(lib.nsv_url_decode, src, len(src), 1 if form else 0).decode("utf-8", "surrogateescape")
+
+
+class Url:
+    """Parts of a URL: scheme, host, port, path, query, is_ssl."""
+    __slots__ = ("scheme", "host", "port", "path", "query", "is_ssl")
+
+    @staticmethod
+    def parse(url):
+        src = to_bytes(url, "url")
+        out = ffi.new("nsv_url *")
+        r = lib.nsv_url_parse(src, len(src), out)
+        if r == _EURL:
+            raise ValueError("malformed URL: %r" % (url,))
+        check(r)
+        u = Url()
+
+        def part(o, n):
+            return src[o:o + n].decode("utf-8", "surrogateescape")
+        u.scheme = part(out.scheme_off, out.scheme_len)
+        u.host = part(out.host_off, out.host_len)
+        u.path = part(out.path_off, out.path_len)
+        u.query = part(out.query_off, out.query_len)
+        u.port = out.port
+        u.is_ssl = bool(out.is_tls)
+        return u
+
+    @property
+    def is_tls(self):
+        return self.is_ssl
+
+    def __repr__(self):
+        return "Url(scheme=%r, host=%r, port=%r, path=%r, query=%r)" % (
+            self.scheme, self.host, self.port, self.path, self.query)
+
+
+def set_log_level(level):
+    """Process-wide library log level (LogLevel or 0..4)."""
+    check(lib.nsv_set_log_level(int(level)))
+
+
+def get_log_level():
+    return LogLevel(lib.nsv_log_level())
+
+
+def millis():
+    """Monotonic clock in milliseconds."""
+    return lib.nsv_millis()
+
+
+def tls_available():
+    return bool(lib.nsv_tls_available())
+
+
+def version():
+    return ffi.string(lib.nsv_version_string()).decode()

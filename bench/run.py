@@ -62,21 +62,21 @@ class Case:
 
 # Capabilities: http (GET and POST; ceiling and nginx read a POST body but answer
 # their canned 2 bytes), busy (--busy-us), routes (--routes), ws (/ws echo).
-BINDING = {"http", "ws"}
+# The bindings' echo examples follow the same contract as echo-server.
 ECHO = {"http", "busy", "routes", "ws"}
 SERVERS = [
     Server("ceiling", ["build/bench/ceiling"], {"http"}, quick=True, needs=["build/bench/ceiling"]),
     Server("echo-server", ["build/echo-server"], ECHO, quick=True, needs=["build/echo-server"]),
     Server("echo-server -t2", ["build/echo-server", "--threads", "2"], ECHO, quick=True,
            needs=["build/echo-server"]),
-    Server("lua echo", ["luajit", "bindings/lua/examples/echo.lua"], BINDING, quick=True, warm=True,
+    Server("lua echo", ["luajit", "bindings/lua/examples/echo.lua"], ECHO, quick=True, warm=True,
            needs=["luajit", "bindings/lua/examples/echo.lua"]),
-    Server("python echo", ["/usr/bin/python3", "bindings/python-cffi/examples/echo.py"], BINDING,
+    Server("python echo", ["/usr/bin/python3", "bindings/python-cffi/examples/echo.py"], ECHO,
            quick=True, needs=["bindings/python-cffi/examples/echo.py"]),
     Server("node echo koffi", ["node", "bindings/node-ffi/examples/echo.js", "--backend", "koffi"],
-           BINDING, quick=True, warm=True, needs=["node", "bindings/node-ffi/examples/echo.js"]),
+           ECHO, quick=True, warm=True, needs=["node", "bindings/node-ffi/examples/echo.js"]),
     Server("node echo ffi-napi", ["node", "bindings/node-ffi/examples/echo.js", "--backend", "ffi-napi"],
-           BINDING, quick=True, warm=True, needs=["node", "bindings/node-ffi/examples/echo.js"]),
+           ECHO, warm=True, needs=["node", "bindings/node-ffi/examples/echo.js"]),
     Server("nginx", ["nginx", "-p", "{dir}", "-c", "{dir}/nginx.conf"], {"http"}, quick=True,
            contract=False, conf="bench/peers/nginx.conf.in", needs=["nginx"]),
     Server("nginx+lua", ["nginx", "-p", "{dir}", "-c", "{dir}/nginx.conf"], {"http"},
@@ -681,6 +681,9 @@ def main():
     args.logdir = os.path.join(args.out, "bench", "logs")
     os.makedirs(args.logdir, exist_ok=True)
     raise_nofile()
+    # The bindings' examples load the library just built, not an installed one.
+    os.environ.setdefault("NANOSRV_LIBRARY", os.path.join(args.out, "libnanosrv.so.1"))
+    os.environ["LD_LIBRARY_PATH"] = ":".join(filter(None, [args.out, os.environ.get("LD_LIBRARY_PATH")]))
 
     pick = lambda items, want, flag: (  # noqa: E731
         [i for i in items if getattr(i, flag) in want.split(",")] if want else None)

@@ -5,7 +5,8 @@
  *               [--max-body N] [--max-header-bytes N]
  *
  * Prints "listening on PORT" once ready. POST|PUT /echo answers the body
- * byte for byte; everything else gets a JSON description of the request.
+ * byte for byte; /ws is a WebSocket echo (messages up to 16 MiB, no
+ * extensions); everything else gets a JSON description of the request.
  * SIGTERM/SIGINT drain: in-flight requests finish, then it exits 0. */
 #include <nanosrv.h>
 #include <signal.h>
@@ -14,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { ROUTE_ECHO = 1, ROUTE_DUMMY = 100 };
+enum { ROUTE_ECHO = 1, ROUTE_WS = 2, ROUTE_DUMMY = 100 };
 
 static nsv_server *srv;
 static volatile sig_atomic_t got_signal;
@@ -58,6 +59,10 @@ static size_t json_str(char *o, const char *s, size_t n)
 
 static void handle(nsv_server *s, const nsv_event *ev, const char *a)
 {
+    if (ev->type == NSV_EV_WS_MESSAGE) { /* /ws echoes every message with its opcode */
+        nsv_ws_send(s, ev->conn, ev->code, a + ev->body_off, ev->body_len);
+        return;
+    }
     if (ev->type != NSV_EV_REQUEST)
         return;
     if (busy_us)
@@ -134,6 +139,7 @@ int main(int argc, char **argv)
             return 2;
     nsv_route(srv, "POST", 4, "/echo", 5, ROUTE_ECHO, 0);
     nsv_route(srv, "PUT", 3, "/echo", 5, ROUTE_ECHO, 0);
+    nsv_route(srv, "GET", 3, "/ws", 3, ROUTE_WS, NSV_ROUTE_WEBSOCKET);
     for (int i = 0; i < routes; i++) {
         char pat[64];
         int n = snprintf(pat, sizeof pat, "/dummy/%d/:id", i);

@@ -199,6 +199,16 @@ int nsv_conn_tag(nsv_server *srv, uint64_t conn, uint64_t *tag);
 
 int64_t nsv_conn_queued(nsv_server *srv, uint64_t conn);
 
+int nsv_ws_upgrade(nsv_server *srv, uint64_t conn, const char *headers, size_t hlen);
+
+int nsv_ws_send(nsv_server *srv, uint64_t conn, int opcode, const char *data, size_t len);
+
+int nsv_ws_close(nsv_server *srv, uint64_t conn, int code, const char *reason, size_t len);
+
+int nsv_ws_broadcast(nsv_server *srv, int32_t route, int opcode, const char *data, size_t len);
+
+int nsv_ws_send_many(nsv_server *srv, const uint64_t *conns, size_t n, int opcode, const char *data, size_t len);
+
 int64_t nsv_ev_header(const nsv_event *ev, const char *arena, const char *name, size_t nlen, uint32_t *vlen);
 
 int nsv_ev_header_at(const nsv_event *ev, const char *arena, uint32_t idx, uint32_t *name_off, uint32_t *name_len, uint32_t *val_off, uint32_t *val_len);

@@ -36,16 +36,16 @@ end
 -- One source of declarations for every binding: bindings/cdef/nanosrv_cdef.h
 -- in the source tree, or the copy the rockspec installs next to this file.
 local function load_cdef()
-    local tried = {}
-    local paths = { DIR .. "/nanosrv_cdef.h", DIR .. "/../cdef/nanosrv_cdef.h" }
     local env = os.getenv("NANOSRV_CDEF")
-    if env and env ~= "" then table.insert(paths, 1, env) end
+    if env and env ~= "" then -- explicit: no fallback
+        return read_file(env) or error("nanosrv: cannot find nanosrv_cdef.h at NANOSRV_CDEF=" .. env, 3)
+    end
+    local paths = { DIR .. "/nanosrv_cdef.h", DIR .. "/../cdef/nanosrv_cdef.h" }
     for _, p in ipairs(paths) do
         local text = read_file(p)
         if text then return text end
-        tried[#tried + 1] = p
     end
-    error("nanosrv: cannot find nanosrv_cdef.h (tried " .. table.concat(tried, ", ") .. ")", 3)
+    error("nanosrv: cannot find nanosrv_cdef.h (tried " .. table.concat(paths, ", ") .. ")", 3)
 end
 
 -- A second load of the module (e.g. under another name) must not redeclare.
@@ -110,12 +110,17 @@ for _, name in ipairs({ "EINVAL", "ENOMEM", "ESTALE", "ESTATE", "ECLOSED", "EURL
     M.errors[name] = C["NSV_" .. name]
 end
 
-local function errmsg(code, what, h)
+-- The detail text is per server and only rewritten by failures that have
+-- something to say, so it can be left over from an earlier failure. Each
+-- server remembers the last detail it has seen and attaches only new text.
+local function errmsg(code, what, srv)
     local msg = string.format("nanosrv: %s: %s (%s)", what, ffi.string(C.nsv_strerror(code)),
                               ffi.string(C.nsv_errname(code)))
+    local h = srv and srv._h
     if h ~= nil then
         local d = ffi.string(C.nsv_last_error_detail(h))
-        if d ~= "" then msg = msg .. ": " .. d end
+        if d ~= "" and d ~= srv._detail then msg = msg .. ": " .. d end
+        srv._detail = d
     end
     return msg
 end
@@ -123,8 +128,8 @@ M.strerror = function(code) return ffi.string(C.nsv_strerror(code)) end
 M.errname = function(code) return ffi.string(C.nsv_errname(code)) end
 
 -- Raise with the library's message, blamed on the caller of the API method.
-local function check(r, what, h)
-    if r < 0 then error(errmsg(r, what, h), 3) end
+local function check(r, what, srv)
+    if r < 0 then error(errmsg(r, what, srv), 3) end
     return r
 end
 
@@ -366,7 +371,7 @@ function Res:send(status, body, headers)
     body = body_arg(body, 2, "send")
     local hb = header_block(headers, 3, "send")
     local h = srv_handle(self._s)
-    check(C.nsv_reply(h, self._c, status, hb, #hb, body, #body), "reply", h)
+    check(C.nsv_reply(h, self._c, status, hb, #hb, body, #body), "reply", self._s)
     self._st = DONE
 end
 
@@ -374,32 +379,32 @@ function Res:start(status, headers)
     status = status_arg(status, "start")
     local hb = header_block(headers, 2, "start")
     local h = srv_handle(self._s)
-    check(C.nsv_reply_start(h, self._c, status, hb, #hb), "reply_start", h)
+    check(C.nsv_reply_start(h, self._c, status, hb, #hb), "reply_start", self._s)
     self._st = STREAMING
 end
 
 function Res:write(chunk)
     chunk = body_arg(chunk, 1, "write")
     local h = srv_handle(self._s)
-    check(C.nsv_send_chunk(h, self._c, chunk, #chunk), "send_chunk", h)
+    check(C.nsv_send_chunk(h, self._c, chunk, #chunk), "send_chunk", self._s)
 end
 
 function Res:finish()
     local h = srv_handle(self._s)
-    check(C.nsv_reply_end(h, self._c), "reply_end", h)
+    check(C.nsv_reply_end(h, self._c), "reply_end", self._s)
     self._st = DONE
 end
 
 function Res:close()
     local h = srv_handle(self._s)
-    check(C.nsv_close(h, self._c), "close", h)
+    check(C.nsv_close(h, self._c), "close", self._s)
     self._st = DONE
 end
 
 -- Bytes still queued for output (for flow control while streaming).
 function Res:queued()
     local h = srv_handle(self._s)
-    return tonumber(check(C.nsv_conn_queued(h, self._c), "conn_queued", h))
+    return tonumber(check(C.nsv_conn_queued(h, self._c), "conn_queued", self._s))
 end
 
 function Res:replied() return self._st == DONE end
@@ -421,14 +426,18 @@ function WS:send(data, opcode)
     need_ws()
     data = body_arg(data, 1, "send")
     local h = srv_handle(self._s)
-    check(C.nsv_ws_send(h, self._c, opcode or 1, data, #data), "ws_send", h)
+    check(C.nsv_ws_send(h, self._c, opcode or 1, data, #data), "ws_send", self._s)
 end
 
 function WS:close(code, reason)
     need_ws()
     reason = reason or ""
     local h = srv_handle(self._s)
-    check(C.nsv_ws_close(h, self._c, code or 1000, reason, #reason), "ws_close", h)
+    code = code or 1000
+    check(C.nsv_ws_close(h, self._c, code, reason, #reason), "ws_close", self._s)
+    -- The library reports no WS_CLOSE for a close we start; remember our
+    -- code for the close handler.
+    if not self._close_code then self._close_code, self._close_reason = code, reason end
 end
 
 -- Live connection ids are unique in their low 53 bits (slot, worker and the
@@ -500,21 +509,21 @@ function Server:set(name, value)
     if type(value) == "boolean" then value = value and 1 or 0 end
     if type(value) ~= "number" then argerr(2, "set", "option '" .. name .. "' needs a number") end
     local h = srv_handle(self)
-    check(C.nsv_set_int(h, id, value), "set " .. name, h)
+    check(C.nsv_set_int(h, id, value), "set " .. name, self)
     return self
 end
 
 function Server:get(name)
     local h = srv_handle(self)
-    return tonumber(check(C.nsv_get_int(h, opt_id(name)), "get " .. name, h))
+    return tonumber(check(C.nsv_get_int(h, opt_id(name)), "get " .. name, self))
 end
 
 -- Returns the bound port (useful with port 0) and the listener id.
 function Server:listen(url)
     str_arg(url, 1, "listen")
     local h = srv_handle(self)
-    local lid = check(C.nsv_listen(h, url, #url), "listen " .. url, h)
-    local port = check(C.nsv_listener_port(h, lid), "listener_port", h)
+    local lid = check(C.nsv_listen(h, url, #url), "listen " .. url, self)
+    local port = check(C.nsv_listener_port(h, lid), "listener_port", self)
     self.listeners[#self.listeners + 1] = { id = lid, port = port, url = url }
     return port, lid
 end
@@ -523,7 +532,7 @@ local function add_route(self, method, pattern, flags, fname)
     str_arg(method, 1, fname); str_arg(pattern, 2, fname)
     local h = srv_handle(self)
     local id = self._next_route
-    check(C.nsv_route(h, method, #method, pattern, #pattern, id, flags), fname .. " " .. method .. " " .. pattern, h)
+    check(C.nsv_route(h, method, #method, pattern, #pattern, id, flags), fname .. " " .. method .. " " .. pattern, self)
     self._next_route = id + 1
     return id
 end
@@ -571,7 +580,7 @@ function Server:broadcast(route, data, opcode)
     if type(route) ~= "number" then argerr(1, "broadcast", "route id expected") end
     data = body_arg(data, 2, "broadcast")
     local h = srv_handle(self)
-    return check(C.nsv_ws_broadcast(h, route, opcode or 1, data, #data), "ws_broadcast", h)
+    return check(C.nsv_ws_broadcast(h, route, opcode or 1, data, #data), "ws_broadcast", self)
 end
 
 function Server:send_many(list, data, opcode)
@@ -585,7 +594,7 @@ function Server:send_many(list, data, opcode)
         ids[i - 1] = type(w) == "table" and w._c or w
     end
     local h = srv_handle(self)
-    return check(C.nsv_ws_send_many(h, ids, n, opcode or 1, data, #data), "ws_send_many", h)
+    return check(C.nsv_ws_send_many(h, ids, n, opcode or 1, data, #data), "ws_send_many", self)
 end
 
 -- A handler raised: log it; answer 500 if nothing was sent, or cut a
@@ -612,6 +621,7 @@ local function ws_call(self, ws, name, a, b)
         log_handler_error("websocket " .. name, err)
         if name ~= "close" and self._h ~= nil and not ws.closed then
             C.nsv_ws_close(self._h, ws._c, 1011, "", 0)
+            ws._close_code, ws._close_reason = ws._close_code or 1011, ws._close_reason or ""
         end
     end
 end
@@ -621,6 +631,8 @@ local function ws_closed(self, key, code, reason)
     if not ws then return end
     self._ws[key] = nil
     ws.closed = true
+    -- A close we started reports our code, whatever the peer did after it.
+    if ws._close_code then code, reason = ws._close_code, ws._close_reason end
     ws_call(self, ws, "close", code, reason)
 end
 
@@ -655,7 +667,7 @@ local function dispatch(self, i)
     elseif t == EV_WS_CLOSE then
         ws_closed(self, conn_key(ev.conn), ev.code, ffi.string(self._arena + ev.body_off, ev.body_len))
     elseif t == EV_CLOSE then
-        -- A socket that vanished without a close frame: 1006, as in RFC 6455.
+        -- Gone without a WS_CLOSE event: 1006 (no close frame, RFC 6455).
         ws_closed(self, conn_key(ev.conn), 1006, "")
         local f = self._on.close
         if f then
@@ -687,10 +699,11 @@ function Server:poll(timeout_ms)
         self._cap = math.max(need + 4096, self._cap * 2)
         self._arena = ffi.new("char[?]", self._cap)
         n = C.nsv_poll(h, self._evs, self._maxev, self._arena, self._cap, 0)
+        self._detail = ffi.string(C.nsv_last_error_detail(h)) -- handled here
     end
     if n < 0 then
         if n == ESTOPPED then return nil end
-        check(n, "poll", h)
+        check(n, "poll", self)
     end
     self._gen = self._gen + 1
     self._polling = true
@@ -714,7 +727,7 @@ end
 -- keep running), return when every connection is gone or after timeout_ms.
 function Server:drain(timeout_ms)
     local h = srv_handle(self)
-    check(C.nsv_drain_start(h, timeout_ms or 5000), "drain_start", h)
+    check(C.nsv_drain_start(h, timeout_ms or 5000), "drain_start", self)
     if not self._polling then self:run() end
 end
 
@@ -722,7 +735,7 @@ end
 function Server:wakeup() if self._h ~= nil then C.nsv_wakeup(self._h) end end
 
 -- File descriptor readable when poll() has work (for external loops).
-function Server:fd() local h = srv_handle(self); return check(C.nsv_fd(h), "fd", h) end
+function Server:fd() local h = srv_handle(self); return check(C.nsv_fd(h), "fd", self) end
 
 function Server:workers() return self:get("workers") end
 

@@ -347,6 +347,35 @@ NSV_API int nsv_conn_tag(nsv_server *srv, uint64_t conn, uint64_t *tag);
 /* METHOD: bytes queued for output on the connection, or an error. Since 1.0. */
 NSV_API int64_t nsv_conn_queued(nsv_server *srv, uint64_t conn);
 
+/* ---- WebSocket ---- */
+
+/* METHOD: accept a WebSocket upgrade for a pending request (its event has
+ * NSV_EVF_UPGRADE). headers: extra response lines, e.g. the chosen
+ * "Sec-WebSocket-Protocol: chat\r\n" (read the offer from the request).
+ * An invalid handshake is answered with 400, or 426 and
+ * Sec-WebSocket-Version: 13, and returns NSV_EPARSE (on sharded servers the
+ * answer is sent and NSV_OK returned). After it the connection produces
+ * WS_MESSAGE / WS_CLOSE events (no WS_OPEN: the host made the call). Routes
+ * registered with NSV_ROUTE_WEBSOCKET upgrade without this call and start
+ * with a WS_OPEN event. Since 1.0. */
+NSV_API int nsv_ws_upgrade(nsv_server *srv, uint64_t conn, const char *headers, size_t hlen);
+/* METHOD: send one message (NSV_WS_TEXT, NSV_WS_BINARY) or a ping/pong (at
+ * most 125 bytes). Text must be valid UTF-8 (not checked). NSV_EAGAIN when
+ * the connection's output limit is reached (nothing queued), NSV_ESTATE if
+ * not a WebSocket or closing. Since 1.0. */
+NSV_API int nsv_ws_send(nsv_server *srv, uint64_t conn, int opcode, const char *data, size_t len);
+/* METHOD: start the close handshake with code (1000-1003, 1007-1014,
+ * 3000-4999) and a UTF-8 reason of at most 123 bytes. The TCP connection is
+ * closed when the peer answers, or after NSV_OPT_WS_CLOSE_TIMEOUT_MS. Since 1.0. */
+NSV_API int nsv_ws_close(nsv_server *srv, uint64_t conn, int code, const char *reason, size_t len);
+/* METHOD: send one message to every open WebSocket of a route (route -1:
+ * all), in one call. Returns the number of connections it was queued for
+ * (sharded servers: those of the calling worker; others are queued
+ * asynchronously). Since 1.0. */
+NSV_API int nsv_ws_broadcast(nsv_server *srv, int32_t route, int opcode, const char *data, size_t len);
+/* METHOD: send one message to n connections; returns how many accepted it. Since 1.0. */
+NSV_API int nsv_ws_send_many(nsv_server *srv, const uint64_t *conns, size_t n, int opcode, const char *data, size_t len);
+
 /* ---- reading events (pure functions over an event and its arena) ---- */
 
 /* METHOD: find a header by name (case-insensitive). Returns the arena offset

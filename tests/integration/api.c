@@ -252,8 +252,81 @@ static void test_callback(void)
     nsv_server_free(s);
 }
 
+/* Explicit upgrade with a subprotocol, server-initiated close, broadcast. */
+static void test_ws_api(void)
+{
+    nsv_server *s = nsv_server_new();
+    int l = nsv_listen(s, "http://127.0.0.1:0", 18);
+    int port = nsv_listener_port(s, l);
+    nsv_route(s, "GET", 3, "/auto", 5, 5, NSV_ROUTE_WEBSOCKET);
+    int fd = client(port);
+    sends(fd, "GET /chat HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+              "Sec-WebSocket-Protocol: chat, superchat\r\n\r\n");
+    nsv_event ev;
+    ok(wait_event(s, NSV_EV_REQUEST, &ev), "upgrade request reaches the host");
+    ok(ev.flags & NSV_EVF_UPGRADE, "UPGRADE flag set");
+    uint32_t vl;
+    int64_t vo = nsv_ev_header(&ev, arena, "sec-websocket-protocol", 22, &vl);
+    is_mem(arena + vo, vl, "chat, superchat", "offered subprotocols readable");
+    is_int(nsv_ws_send(s, ev.conn, NSV_WS_TEXT, "x", 1), NSV_ESTATE, "ws_send before upgrade -> ESTATE");
+    is_int(nsv_ws_upgrade(s, ev.conn, "Bad header", 10), NSV_EINVAL, "bad extra headers -> EINVAL");
+    is_int(nsv_ws_upgrade(s, ev.conn, "Sec-WebSocket-Protocol: chat\r\n", 30), NSV_OK, "ws_upgrade");
+    is_int(nsv_ws_upgrade(s, ev.conn, NULL, 0), NSV_ESTATE, "upgrade twice -> ESTATE");
+    is_int(nsv_reply(s, ev.conn, 200, NULL, 0, NULL, 0), NSV_ESTATE, "HTTP reply on a WebSocket -> ESTATE");
+    is_int(nsv_ws_send(s, ev.conn, 7, "x", 1), NSV_EINVAL, "bad opcode -> EINVAL");
+    char big[200];
+    memset(big, 'p', sizeof big);
+    is_int(nsv_ws_send(s, ev.conn, NSV_WS_PING, big, 126), NSV_ETOOBIG, "ping over 125 bytes -> ETOOBIG");
+    is_int(nsv_ws_send(s, ev.conn, NSV_WS_TEXT, "hey", 3), NSV_OK, "ws_send text");
+    is_int(nsv_ws_broadcast(s, -1, NSV_WS_BINARY, "all", 3), 1, "broadcast to all WebSockets reaches 1");
+    is_int(nsv_ws_broadcast(s, 5, NSV_WS_BINARY, "none", 4), 0, "broadcast to another route reaches 0");
+    uint64_t ids[2] = {ev.conn, 12345};
+    is_int(nsv_ws_send_many(s, ids, 2, NSV_WS_TEXT, "many", 4), 1, "send_many: 1 of 2 ids valid");
+    is_int(nsv_ws_close(s, ev.conn, 1004, NULL, 0), NSV_EINVAL, "close code 1004 -> EINVAL");
+    is_int(nsv_ws_close(s, ev.conn, 1001, "going", 5), NSV_OK, "ws_close");
+    is_int(nsv_ws_send(s, ev.conn, NSV_WS_TEXT, "late", 4), NSV_ESTATE, "send after close -> ESTATE");
+    nsv_poll(s, evs, 64, arena, sizeof arena, 0);
+    char buf[4096];
+    int n = read_all(fd, buf, sizeof buf, 500);
+    ok(strstr(buf, "101 Switching Protocols") && strstr(buf, "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=") &&
+       strstr(buf, "Sec-WebSocket-Protocol: chat\r\n"), "101 with accept key and chosen subprotocol");
+    char *body = strstr(buf, "\r\n\r\n");
+    static const unsigned char want[] = {0x81, 3, 'h', 'e', 'y', 0x82, 3, 'a', 'l', 'l', 0x81, 4, 'm', 'a', 'n', 'y',
+                                         0x88, 7, 0x03, 0xe9, 'g', 'o', 'i', 'n', 'g'};
+    ok(body && n - (body + 4 - buf) == (int)sizeof want && !memcmp(body + 4, want, sizeof want),
+       "frames on the wire: text, broadcast, send_many, close 1001");
+    /* peer answers the close: the server closes the TCP connection */
+    static const unsigned char close_frame[] = {0x88, 0x82, 0, 0, 0, 0, 0x03, 0xe9};
+    ssize_t w = write(fd, close_frame, sizeof close_frame);
+    (void)w;
+    nsv_event cev;
+    ok(wait_event(s, NSV_EV_CLOSE, &cev), "connection closed after the close exchange");
+    close(fd);
+
+    /* automatic route: WS_OPEN then messages */
+    fd = client(port);
+    sends(fd, "GET /auto?room=1 HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n");
+    static const unsigned char msg[] = {0x81, 0x82, 1, 2, 3, 4, 'h' ^ 1, 'i' ^ 2};
+    ok(wait_event(s, NSV_EV_WS_OPEN, &ev), "WS_OPEN for an automatic route");
+    is_int(ev.route, 5, "WS_OPEN carries the route");
+    is_mem(arena + ev.query_off, ev.query_len, "room=1", "WS_OPEN carries the query");
+    w = write(fd, msg, sizeof msg);
+    ok(wait_event(s, NSV_EV_WS_MESSAGE, &ev), "WS_MESSAGE");
+    is_int(ev.code, NSV_WS_TEXT, "text opcode");
+    is_mem(arena + ev.body_off, ev.body_len, "hi", "unmasked payload");
+    is_int(ev.route, 5, "message carries the route");
+    is_int(nsv_ws_broadcast(s, 5, NSV_WS_TEXT, "room", 4), 1, "broadcast to the route");
+    close(fd);
+    ok(wait_event(s, NSV_EV_WS_CLOSE, &ev), "abrupt disconnect -> WS_CLOSE");
+    is_int(ev.code, 1006, "code 1006");
+    nsv_server_free(s);
+}
+
 int main(void)
 {
+    test_ws_api();
     test_errors();
     test_callback();
     return done_testing();

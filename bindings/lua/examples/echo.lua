@@ -62,18 +62,19 @@ if flags["busy-us"] > 0 then
 end
 
 -- JSON string escaping exactly as echo_server.c: '"' and '\' backslashed,
--- bytes below 0x20 as \u00XX, everything else verbatim. The byte loop
--- (rather than gsub) keeps the common no-escape case compiled.
-local byte = string.byte
-local ESC = { ['"'] = '\\"', ["\\"] = "\\\\" }
-for b = 0, 0x1f do ESC[string.char(b)] = string.format("\\u%04x", b) end
+-- bytes below 0x20 as \u00XX, everything else verbatim. The "needs
+-- escaping?" test is one strcspn call rather than a Lua loop: an inner loop
+-- would split the JIT trace of the request path. strcspn also stops at an
+-- embedded NUL, which needs escaping too (Lua strings end with a NUL).
+ffi.cdef "size_t strcspn(const char *s, const char *reject);"
+local SPECIAL, ESC = '"\\', { ['"'] = '\\"', ["\\"] = "\\\\", ["\0"] = "\\u0000" }
+for b = 1, 0x1f do
+    SPECIAL = SPECIAL .. string.char(b)
+    ESC[string.char(b)] = string.format("\\u%04x", b)
+end
+local strcspn = ffi.C.strcspn
 local function json_str(s)
-    local plain = true
-    for i = 1, #s do
-        local b = byte(s, i)
-        if b < 0x20 or b == 0x22 or b == 0x5c then plain = false; break end
-    end
-    if plain then return '"' .. s .. '"' end
+    if strcspn(s, SPECIAL) == #s then return '"' .. s .. '"' end
     return '"' .. s:gsub('[%z\1-\31"\\]', ESC) .. '"'
 end
 

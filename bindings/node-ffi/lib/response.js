@@ -7,6 +7,7 @@ const C = require('./abi').constants;
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
+const NAMES = new Map(); // header name as given -> lower case, once validated
 
 function checkBody(chunk, what) {
   if (chunk == null || typeof chunk === 'string' || chunk instanceof Uint8Array) return;
@@ -36,7 +37,13 @@ class Response {
   }
 
   setHeader(name, value) {
-    if (typeof name !== 'string' || !TOKEN.test(name)) throw typeError('header name', 'a valid HTTP token', name);
+    // Names repeat from request to request: validate and lower-case each once.
+    let lower = NAMES.get(name);
+    if (lower === undefined) {
+      if (typeof name !== 'string' || !TOKEN.test(name)) throw typeError('header name', 'a valid HTTP token', name);
+      lower = name.toLowerCase();
+      if (NAMES.size < 1000) NAMES.set(name, lower);
+    }
     const vals = Array.isArray(value) ? value : [value];
     for (const v of vals) {
       if (typeof v !== 'string' && typeof v !== 'number') throw typeError(`value of header '${name}'`, 'a string or number', v);
@@ -47,7 +54,7 @@ class Response {
       }
     }
     if (this.headersSent) throw nsvError(C.NSV_ESTATE, 'headers already sent');
-    (this._h || (this._h = {}))[name.toLowerCase()] = [name, value];
+    (this._h || (this._h = {}))[lower] = [name, value];
     return this;
   }
 

@@ -6,7 +6,7 @@
                     lambda conn, msg: conn.http_reply(200, "", "hello " + msg.uri))
     mgr.run()
 """
-from . import json
+from . import aio, json
 from ._conn import Connection
 from ._ffi import LIBRARY_PATH, has
 from ._manager import Listener, Manager, ShardedManager

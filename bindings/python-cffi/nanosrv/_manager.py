@@ -20,7 +20,7 @@ log = logging.getLogger("nanosrv")
 
 _poll = lib.nsv_poll
 _getrefcount = sys.getrefcount
-_ENOBUFS, _ESTOPPED = lib.NSV_ENOBUFS, lib.NSV_ESTOPPED
+_ENOBUFS, _ESTOPPED, _EINVAL = lib.NSV_ENOBUFS, lib.NSV_ESTOPPED, lib.NSV_EINVAL
 _EV_REQUEST, _EV_CLOSE, _EV_ERROR = lib.NSV_EV_REQUEST, lib.NSV_EV_CLOSE, lib.NSV_EV_ERROR
 _EV_WS_OPEN, _EV_WS_MESSAGE, _EV_WS_CLOSE = lib.NSV_EV_WS_OPEN, lib.NSV_EV_WS_MESSAGE, lib.NSV_EV_WS_CLOSE
 _EV_WS_PING, _EV_WS_PONG = lib.NSV_EV_WS_PING, lib.NSV_EV_WS_PONG
@@ -78,6 +78,7 @@ class Manager:
         self._route_ws = []         # route id -> ws handler or None
         self._kick = None           # set by the asyncio integration
         self._loop = None
+        self._aio = None
         self._running = False
         self._stopped = False
 
@@ -218,7 +219,12 @@ class Manager:
                 cap *= 2
             self._set_arena(cap)
             return self.poll(0)
-        return check(n, self._live())
+        srv = self._live()
+        if n == _EINVAL and b"Interrupted" in ffi.string(lib.nsv_last_error_detail(srv)):
+            # A signal interrupted epoll_wait; libnanosrv 1.0.0 reports that
+            # as an error. It is a wakeup: let the Python signal handler run.
+            return 0
+        return check(n, srv)
 
     def run(self, timeout_ms=250):
         """Poll until stop() (or the end of a drain). The timeout only bounds
@@ -256,7 +262,7 @@ class Manager:
         for c in self._conns.values():
             c._closed = True
         self._conns.clear()
-        if self._loop is not None:
+        if self._aio is not None:
             from . import aio
             aio.detach(self)
         if self._srv != ffi.NULL:
@@ -308,7 +314,8 @@ class Manager:
     def _result(self, c, msg, res):
         if inspect.isawaitable(res):
             if self._loop is None:
-                res.close() if hasattr(res, "close") else None
+                if hasattr(res, "close"):
+                    res.close()  # never awaited: avoid the RuntimeWarning
                 raise RuntimeError("a coroutine handler needs the asyncio host (nanosrv.aio)")
             self._loop.create_task(self._finish(c, msg, res))
         elif c._pending:

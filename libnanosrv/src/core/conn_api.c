@@ -8,7 +8,7 @@ int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, cons
                        const char *b, size_t blen, uint64_t arg);
 nsv__loop *nsv__shard_current(nsv_server *s);
 
-enum { OP_REPLY = 1, OP_START, OP_CHUNK, OP_END, OP_CLOSE, OP_TAG };
+enum { OP_REPLY = 1, OP_START, OP_CHUNK, OP_END, OP_CLOSE, OP_TAG, OP_WS_UPGRADE, OP_WS_SEND, OP_WS_CLOSE, OP_WS_BCAST };
 
 /* The loop owning id when the calling thread may act on it directly. */
 static nsv__loop *direct_loop(nsv_server *s, uint64_t id)
@@ -24,6 +24,8 @@ static nsv__loop *direct_loop(nsv_server *s, uint64_t id)
 int nsv__conn_op(nsv_server *s, nsv__loop *l, uint32_t op, uint64_t id, int status, const char *h,
                  size_t hlen, const char *b, size_t blen, uint64_t arg)
 {
+    if (op == OP_WS_BCAST)
+        return nsv__ws_broadcast_loop(l, status, (int)arg, b, blen);
     nsv__conn *c = nsv__conn_get(l, id);
     if (!c)
         return NSV_ESTALE;
@@ -45,6 +47,12 @@ int nsv__conn_op(nsv_server *s, nsv__loop *l, uint32_t op, uint64_t id, int stat
     case OP_TAG:
         c->tag = arg;
         return NSV_OK;
+    case OP_WS_UPGRADE:
+        return nsv__ws_accept(l, c, h, hlen);
+    case OP_WS_SEND:
+        return nsv__ws_send(l, c, (int)arg, b, blen);
+    case OP_WS_CLOSE:
+        return nsv__ws_close(l, c, status, b, blen);
     }
     return NSV_EINVAL;
 }
@@ -59,9 +67,9 @@ static int conn_call(nsv_server *s, uint32_t op, uint64_t id, int status, const 
     if ((hlen && !h) || (blen && !b))
         return NSV_EINVAL;
     nsv__loop *l = direct_loop(s, id);
-    if (!l)
-        return nsv__shard_forward(s, op, id, status, h, hlen, b, blen, arg);
-    return nsv__conn_op(s, l, op, id, status, h, hlen, b, blen, arg);
+    int r = l ? nsv__conn_op(s, l, op, id, status, h, hlen, b, blen, arg)
+              : nsv__shard_forward(s, op, id, status, h, hlen, b, blen, arg);
+    return r < 0 ? nsv__fail(r) : r;
 }
 
 int nsv_reply(nsv_server *s, uint64_t id, int status, const char *h, size_t hlen, const char *b, size_t blen)
@@ -112,6 +120,49 @@ int64_t nsv_conn_queued(nsv_server *s, uint64_t id)
     if (!c)
         return NSV_ESTALE;
     return (int64_t)(c->out.len - c->out.off);
+}
+
+int nsv_ws_upgrade(nsv_server *s, uint64_t id, const char *headers, size_t hlen)
+{
+    if (hlen) {
+        unsigned dummy;
+        int nsv__scan_headers(const char *h, size_t n, unsigned *seen);
+        if (!headers || nsv__scan_headers(headers, hlen, &dummy) != 0)
+            return NSV_EINVAL;
+    }
+    return conn_call(s, OP_WS_UPGRADE, id, 0, headers, hlen, NULL, 0, 0);
+}
+
+int nsv_ws_send(nsv_server *s, uint64_t id, int opcode, const char *data, size_t len)
+{
+    return conn_call(s, OP_WS_SEND, id, 0, NULL, 0, data, len, (uint64_t)opcode);
+}
+
+int nsv_ws_close(nsv_server *s, uint64_t id, int code, const char *reason, size_t len)
+{
+    return conn_call(s, OP_WS_CLOSE, id, code, NULL, 0, reason, len, 0);
+}
+
+int nsv_ws_send_many(nsv_server *s, const uint64_t *ids, size_t n, int opcode, const char *data, size_t len)
+{
+    if (!s || (n && !ids) || (len && !data))
+        return NSV_EINVAL;
+    int sent = 0;
+    for (size_t i = 0; i < n; i++)
+        sent += nsv_ws_send(s, ids[i], opcode, data, len) == NSV_OK;
+    return sent;
+}
+
+int nsv_ws_broadcast(nsv_server *s, int32_t route, int opcode, const char *data, size_t len)
+{
+    if (!s || (len && !data))
+        return NSV_EINVAL;
+    if (opcode != NSV_WS_TEXT && opcode != NSV_WS_BINARY && opcode != NSV_WS_PING)
+        return NSV_EINVAL;
+    if (!s->sharded)
+        return nsv__ws_broadcast_loop(s->loops[0], route, opcode, data, len);
+    int nsv__shard_broadcast(nsv_server *, int32_t, int, const char *, size_t);
+    return nsv__shard_broadcast(s, route, opcode, data, len);
 }
 
 int nsv_reply_batch(nsv_server *s, const char *buf, size_t len)

@@ -14,13 +14,25 @@ void nsv__options_defaults(nsv_server *s);
 int nsv__shard_start(nsv_server *s, int workers);
 void nsv__shard_stop(nsv_server *s);
 
+/* Error details are per thread: sharded servers are called from many. */
+static _Thread_local char detail[256];
+
 int nsv__set_detail(nsv_server *s, int err, const char *fmt, ...)
 {
+    (void)s;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(s->detail, sizeof s->detail, fmt, ap);
+    vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
-    nsv__log(NSV_LOG_DEBUG, "%s: %s", nsv_errname(err), s->detail);
+    nsv__log(NSV_LOG_DEBUG, "%s: %s", nsv_errname(err), detail);
+    return err;
+}
+
+/* A failure without context of its own must not show an older detail. */
+int nsv__fail(int err)
+{
+    if (err < 0)
+        snprintf(detail, sizeof detail, "%s", nsv_strerror(err));
     return err;
 }
 
@@ -89,7 +101,11 @@ void nsv_server_free(nsv_server *s)
     nsv__free(&a, s);
 }
 
-const char *nsv_last_error_detail(nsv_server *s) { return s ? s->detail : ""; }
+const char *nsv_last_error_detail(nsv_server *s)
+{
+    (void)s;
+    return detail;
+}
 
 static int open_listener(nsv_server *s, const char *host, size_t hlen, int port, int reuseport,
                          int *out_port)
@@ -296,7 +312,9 @@ int nsv_drain_start(nsv_server *s, int timeout_ms)
 static int loop_step(nsv_server *s, nsv__loop *l, int timeout_ms)
 {
     nsv__loop_flush_dirty(l);
-    int r = nsv__loop_run_once(l, timeout_ms);
+    /* Parsing buffered (pipelined) requests may have queued events: then
+     * only look for I/O, do not sleep. */
+    int r = nsv__loop_run_once(l, l->q.count ? 0 : timeout_ms);
     nsv__drain_check(l);
     return r;
 }
@@ -311,8 +329,10 @@ int nsv_poll(nsv_server *s, nsv_event *evs, int max, char *arena, size_t cap, in
     }
     nsv__loop *l = s->loops[0];
     if (l->q.count == 0) {
-        if (atomic_load(&s->stop))
+        if (atomic_load(&s->stop)) {
+            nsv__loop_flush_dirty(l); /* replies made before the stop still go out */
             return NSV_ESTOPPED;
+        }
         int r = loop_step(s, l, timeout_ms);
         if (r < 0)
             return nsv__set_detail(s, r, "epoll_wait: %s", strerror(errno));

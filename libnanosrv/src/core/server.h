@@ -64,6 +64,7 @@ typedef struct nsv__conn {
     uint16_t peer_port;
     uint32_t slot;
     uint32_t head_len;      /* parsed head length of the request in `in`, 0 = not yet */
+    uint32_t scan_len;      /* head bytes already parsed without finding its end */
     int64_t body_need;      /* Content-Length body bytes still missing (-1 chunked) */
     uint32_t body_len;      /* decoded chunked body bytes so far */
     uint32_t raw_off;       /* chunked: raw (undecoded) data starts here */
@@ -74,6 +75,11 @@ typedef struct nsv__conn {
     struct nsv__conn *next_dirty;
     char peer[46];
     uint8_t peer_len;
+    uint8_t ws_key_len;
+    uint16_t ws_check;      /* upgrade request: 1 valid, else the status to answer */
+    char ws_key[24];        /* Sec-WebSocket-Key of a valid upgrade request */
+    int32_t route;          /* route of the current request / WebSocket */
+    struct nsv__ws *ws;     /* WebSocket state once upgraded */
 } nsv__conn;
 
 typedef struct nsv__listener {
@@ -162,10 +168,10 @@ struct nsv_server {
     pthread_mutex_t start_lock;
     nsv_event_fn cb;
     void *cb_ud;
-    char detail[256];
 };
 
 /* server.c */
+int nsv__fail(int err);
 int nsv__set_detail(nsv_server *s, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* loop.c */
@@ -200,6 +206,17 @@ int64_t nsv__evq_need(nsv__loop *l);
 void nsv__http_on_readable(nsv__loop *l, nsv__conn *c);
 void nsv__http_process(nsv__loop *l, nsv__conn *c);
 void nsv__http_timeout(nsv__loop *l, nsv__conn *c);
+
+/* ws_conn.c */
+void nsv__ws_check_request(nsv__conn *c, const nsv__request *r);
+int nsv__ws_accept(nsv__loop *l, nsv__conn *c, const char *extra, size_t elen);
+void nsv__ws_on_readable(nsv__loop *l, nsv__conn *c);
+int nsv__ws_send(nsv__loop *l, nsv__conn *c, int opcode, const char *data, size_t len);
+int nsv__ws_close(nsv__loop *l, nsv__conn *c, int code, const char *reason, size_t len);
+void nsv__ws_timer(nsv__loop *l, nsv__conn *c);
+void nsv__ws_free(nsv__loop *l, nsv__conn *c);
+void nsv__ws_lost(nsv__loop *l, nsv__conn *c);
+int nsv__ws_broadcast_loop(nsv__loop *l, int32_t route, int opcode, const char *data, size_t len);
 
 /* response.c */
 int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t hlen,

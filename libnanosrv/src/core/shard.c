@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum { OP_REPLY = 1, OP_START, OP_CHUNK, OP_END, OP_CLOSE, OP_TAG, OP_ADOPT = 100 };
+enum { OP_REPLY = 1, OP_START, OP_CHUNK, OP_END, OP_CLOSE, OP_TAG, OP_WS_UPGRADE, OP_WS_SEND, OP_WS_CLOSE, OP_WS_BCAST, OP_ADOPT = 100 };
 
 int nsv__conn_op(nsv_server *s, nsv__loop *l, uint32_t op, uint64_t id, int status, const char *h,
                  size_t hlen, const char *b, size_t blen, uint64_t arg);
@@ -163,6 +163,9 @@ int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, cons
     case OP_START: r = ticket_step(s, id, NSV__T_PENDING, NSV__T_STREAM); break;
     case OP_CHUNK: r = ticket_step(s, id, NSV__T_STREAM, NSV__T_STREAM); break;
     case OP_END: r = ticket_step(s, id, NSV__T_STREAM, NSV__T_IDLE); break;
+    case OP_WS_UPGRADE: r = ticket_step(s, id, NSV__T_PENDING, NSV__T_WS); break;
+    case OP_WS_SEND:
+    case OP_WS_CLOSE: r = ticket_step(s, id, NSV__T_WS, NSV__T_WS); break;
     default: r = ticket_step(s, id, 4, 4); break;
     }
     if (r)
@@ -170,6 +173,26 @@ int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, cons
     cmd c = {.op = op, .status = status, .id = id, .arg = arg, .hlen = (uint32_t)hlen,
              .blen = (uint32_t)blen};
     return cmd_push(s->loops[NSV__ID_LOOP(id)], &c, h, b);
+}
+
+/* One copy of the message per worker; each sends to its own connections. */
+int nsv__shard_broadcast(nsv_server *s, int32_t route, int opcode, const char *data, size_t len)
+{
+    if (len > UINT32_MAX)
+        return NSV_ETOOBIG;
+    nsv__loop *self = nsv__shard_current(s);
+    int n = 0;
+    for (int i = 0; i < s->nloops; i++) {
+        if (s->loops[i] == self) {
+            n += nsv__ws_broadcast_loop(self, route, opcode, data, len);
+            continue;
+        }
+        cmd c = {.op = OP_WS_BCAST, .status = route, .arg = (uint64_t)opcode, .blen = (uint32_t)len};
+        int r = cmd_push(s->loops[i], &c, NULL, data);
+        if (r)
+            return r;
+    }
+    return n;
 }
 
 static void *worker_main(void *arg)

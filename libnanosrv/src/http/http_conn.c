@@ -17,6 +17,7 @@ static void request_reset(nsv__conn *c)
     c->body_len = 0;
     c->raw_off = 0;
     c->req_started = 0;
+    c->scan_len = 0;
     c->resp_started = 0;
     c->continue_sent = 0;
     memset(&c->chunk, 0, sizeof c->chunk);
@@ -60,6 +61,14 @@ static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const char
     if (s->router)
         route = nsv__router_match(s->router, r.method, r.method_len, r.path, r.path_len,
                                   l->params, NSV__MAX_PARAMS, &np, &rflags);
+    c->route = route;
+    int ws_route = route >= 0 && (rflags & NSV_ROUTE_WEBSOCKET);
+    if ((r.flags & NSV__RF_UPGRADE_WS) || ws_route)
+        nsv__ws_check_request(c, &r);
+    else
+        c->ws_check = 0;
+    if (ws_route && c->ws_check != 1)
+        return nsv__error_reply(l, c, c->ws_check ? c->ws_check : 426), H_ERROR;
     if (route < 0 && s->auto_404) {
         c->state = NSV__C_PENDING;
         auto_404(l, c, &r);
@@ -77,7 +86,7 @@ static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const char
         return H_ERROR;
     }
     uint32_t off = 0;
-    ev->type = NSV_EV_REQUEST;
+    ev->type = ws_route ? NSV_EV_WS_OPEN : NSV_EV_REQUEST;
     ev->conn = nsv__conn_id(l, c);
     ev->tag = c->tag;
     ev->route = route;
@@ -119,6 +128,8 @@ static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const char
     c->deadline = 0;
     nsv__ticket(l, c, NSV__T_PENDING);
     nsv__evq_commit(l);
+    if (ws_route) /* WebSocket routes upgrade in C; the host sees WS_* events */
+        nsv__ws_accept(l, c, NULL, 0);
     return H_DONE;
 }
 
@@ -175,7 +186,14 @@ static int handle(nsv__loop *l, nsv__conn *c, char *data, size_t len, size_t *co
         c->deadline = l->now + s->request_timeout_ms;
     }
     if (c->head_len == 0) {
+        /* A head only completes at a line end: re-parse only when new bytes
+         * hold one, so a byte-at-a-time sender costs linear, not quadratic. */
+        if (c->scan_len && len > c->scan_len && !memchr(data + c->scan_len, '\n', len - c->scan_len) &&
+            len <= (size_t)s->max_header_bytes)
+            return H_MORE;
         int r = start_request(l, c, data, len);
+        if (r == H_MORE)
+            c->scan_len = (uint32_t)len;
         if (r != H_DONE)
             return r;
     }

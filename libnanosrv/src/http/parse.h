@@ -52,6 +52,7 @@ typedef struct nsv__request {
  *                    invalid Content-Length, HTTP/1.1 without exactly one Host,
  *                    more than one Host),
  *               -414 request-target longer than max_uri,
+ *               -417 Expect with a value other than 100-continue,
  *               -431 more than max_headers header lines,
  *               -501 Transfer-Encoding other than (a list ending in) chunked
  *                    or with unknown codings,

@@ -76,9 +76,11 @@ static int name_is(const char *line, size_t nlen, const char *name, size_t len)
     return nlen == len && nsv__strncaseeq(line, name, len);
 }
 
+int nsv__scan_headers(const char *h, size_t n, unsigned *seen);
+
 /* Validate the host's header block and note which headers it set. Every
  * line must be "Name: value\r\n" without bare CR/LF (no response splitting). */
-static int scan_headers(const char *h, size_t n, unsigned *seen)
+int nsv__scan_headers(const char *h, size_t n, unsigned *seen)
 {
     size_t i = 0;
     *seen = 0;
@@ -135,7 +137,7 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
     if (status < 100 || status > 999 || (hlen && !hdrs) || (blen && !body))
         return NSV_EINVAL;
     unsigned seen = 0;
-    if (hlen && scan_headers(hdrs, hlen, &seen) != 0)
+    if (hlen && nsv__scan_headers(hdrs, hlen, &seen) != 0)
         return NSV_EINVAL;
     if (c->out.len - c->out.off > (uint64_t)l->srv->max_output)
         return NSV_EAGAIN;
@@ -265,8 +267,9 @@ int nsv__error_reply(nsv__loop *l, nsv__conn *c, int status)
     nsv__update_date(l);
     int n = snprintf(buf, sizeof buf,
                      "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
-                     "%.37sConnection: close\r\n\r\n%s\n",
-                     status, rs, strlen(rs) + 1, l->date, rs);
+                     "%.37s%sConnection: close\r\n\r\n%s\n",
+                     status, rs, strlen(rs) + 1, l->date,
+                     status == 426 ? "Sec-WebSocket-Version: 13\r\nUpgrade: websocket\r\n" : "", rs);
     c->keepalive = 0;
     c->state = NSV__C_CLOSING;
     c->resp_started = 1;

@@ -157,8 +157,11 @@ void nsv__conn_close(nsv__loop *l, nsv__conn *c)
 {
     if (c->state == NSV__C_FREE)
         return;
+    if (c->ws)
+        nsv__ws_lost(l, c);
     if (c->seen)
         nsv__evq_emit_simple(l, c, NSV_EV_CLOSE, 0, NULL, 0);
+    nsv__ws_free(l, c);
     close(c->fd); /* also removes it from epoll */
     _Atomic uint32_t *tk = atomic_load_explicit(&l->tickets[c->slot / CHUNK], memory_order_relaxed);
     atomic_store_explicit(&tk[c->slot % CHUNK], 0, memory_order_release);
@@ -329,6 +332,8 @@ void nsv__loop_flush_dirty(nsv__loop *l)
         c->next_dirty = NULL;
         if (c->state == NSV__C_READ && c->in.len > c->in.off)
             nsv__http_process(l, c);
+        else if (c->state == NSV__C_WS && c->in.len > c->in.off)
+            nsv__ws_on_readable(l, c); /* frames that came with the handshake */
         if (c->state != NSV__C_FREE && c->out.len > c->out.off &&
             (c->state != NSV__C_PENDING || c->out.len - c->out.off >= NSV__PIPELINE_OUT))
             nsv__conn_flush(l, c);
@@ -345,6 +350,8 @@ static void sweep(nsv__loop *l)
         nsv__conn *c = NSV__CONN(l, i);
         if (c->state != NSV__C_FREE && c->deadline && l->now >= c->deadline)
             nsv__http_timeout(l, c);
+        else if (c->ws)
+            nsv__ws_timer(l, c);
     }
     if (l->accept_pause_end && l->now >= l->accept_pause_end) {
         l->accept_pause_end = 0;
@@ -364,8 +371,12 @@ static void on_conn_event(nsv__loop *l, uint32_t slot, uint32_t events)
         if (nsv__conn_flush(l, c) < 0)
             return;
     }
-    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
-        nsv__http_on_readable(l, c);
+    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+        if (c->state == NSV__C_WS)
+            nsv__ws_on_readable(l, c);
+        else
+            nsv__http_on_readable(l, c);
+    }
 }
 
 int nsv__loop_run_once(nsv__loop *l, int timeout_ms)
@@ -376,8 +387,11 @@ int nsv__loop_run_once(nsv__loop *l, int timeout_ms)
     if (l->nused && (timeout_ms < 0 || timeout_ms > until_sweep))
         timeout_ms = until_sweep < 0 ? 0 : (int)until_sweep;
     int n = epoll_wait(l->epfd, evs, 256, timeout_ms);
-    if (n < 0 && errno != EINTR)
-        return NSV_ESYS;
+    if (n < 0) {
+        if (errno != EINTR)
+            return NSV_ESYS;
+        n = 0; /* a signal: behave like a wakeup */
+    }
     l->now = nsv_millis();
     for (int i = 0; i < n; i++) {
         uint64_t d = evs[i].data.u64;

@@ -3,6 +3,7 @@
 // 4.0.3 no longer builds on Node 20). Each call costs about 18 µs, so the
 // server batches replies (nsv_reply_batch) to keep one crossing per batch.
 const ffi = require('@2060.io/ffi-napi');
+const ref = require('@2060.io/ref-napi');
 
 const SCALARS = {
   void: 'void', int: 'int', int32_t: 'int32', uint32_t: 'uint32', int64_t: 'int64',
@@ -38,7 +39,10 @@ function load(libPath, functions) {
     fns[f.name] = wrap64(ff, f.params);
   }
   const libc = ffi.Library('libc.so.6', { dup: ['int', ['int']] });
-  return { name: 'ffi-napi', version: require('@2060.io/ffi-napi/package.json').version, fns, missing, dup: libc.dup };
+  // Pointers come back as Buffers, NULL as a Buffer at address 0.
+  const isNull = (p) => p === null || ref.isNull(p);
+  const version = require('@2060.io/ffi-napi/package.json').version;
+  return { name: 'ffi-napi', version, fns, missing, dup: libc.dup, isNull };
 }
 
 module.exports = { load };

@@ -25,7 +25,9 @@ function load(libPath, functions) {
   // dup(2) lets Node own a copy of the server's wake-up fd (see waiter.js).
   const libc = koffi.load('libc.so.6');
   const dup = libc.func('int dup(int fd)');
-  return { name: 'koffi', version: koffi.version, fns, missing, dup };
+  // NULL comes back as null (or 0n for void * in some versions).
+  const isNull = (p) => p === null || p === 0n;
+  return { name: 'koffi', version: koffi.version, fns, missing, dup, isNull };
 }
 
 module.exports = { load };

@@ -1,0 +1,84 @@
+#!/usr/bin/env node
+'use strict';
+// The echo contract of echo-server (examples/echo_server.c), in Node:
+//
+//   node examples/echo.js --port N [--threads N] [--busy-us N] [--routes N]
+//        [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]
+//        [--max-body N] [--max-header-bytes N] [--backend koffi|ffi-napi]
+//
+// Prints "listening on PORT" once ready. POST|PUT /echo answers the body byte
+// for byte; /ws echoes WebSocket messages; everything else gets a JSON
+// description of the request. SIGTERM/SIGINT drain, then exit 0.
+const nanosrv = require('..');
+
+const LIMITS = {
+  '--request-timeout-ms': 'requestTimeoutMs', '--idle-timeout-ms': 'idleTimeoutMs',
+  '--max-conns': 'maxConns', '--max-body': 'maxBody', '--max-header-bytes': 'maxHeaderBytes',
+};
+
+function usage() {
+  process.stderr.write('usage: echo.js --port N [--threads N] [--busy-us N] [--routes N] [--backend koffi|ffi-napi]\n' +
+    '       [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N] [--max-body N] [--max-header-bytes N]\n');
+  process.exit(2);
+}
+
+const args = { port: 8080, threads: 1, busyUs: 0, routes: 0, backend: undefined };
+const opts = {};
+const argv = process.argv.slice(2);
+for (let i = 0; i < argv.length; i += 2) {
+  const flag = argv[i], v = argv[i + 1];
+  if (v === undefined) usage();
+  if (flag === '--port') args.port = +v;
+  else if (flag === '--threads') args.threads = +v;
+  else if (flag === '--busy-us') args.busyUs = +v;
+  else if (flag === '--routes') args.routes = +v;
+  else if (flag === '--backend') args.backend = v;
+  else if (LIMITS[flag]) opts[LIMITS[flag]] = +v;
+  else usage();
+}
+
+function spin(us) {
+  const end = process.hrtime.bigint() + BigInt(us) * 1000n;
+  while (process.hrtime.bigint() < end);
+}
+
+const clip = (s) => (s.length > 8192 ? s.slice(0, 8192) : s);
+
+async function main() {
+  let srv;
+  try {
+    srv = nanosrv.createServer({ backend: args.backend, threads: args.threads, ...opts }, (req, res) => {
+      if (args.busyUs) spin(args.busyUs);
+      res.setHeader('Content-Type', 'application/json');
+      res.end(JSON.stringify({ method: req.method, path: clip(req.path), query: clip(req.query), body_len: req.bodyLength }));
+    });
+  } catch (e) {
+    process.stderr.write(`echo.js: ${e.message}\n`);
+    process.exit(2);
+  }
+  const echo = (req, res) => {
+    if (args.busyUs) spin(args.busyUs);
+    res.setHeader('Content-Type', 'application/octet-stream');
+    res.end(req.body);
+  };
+  srv.post('/echo', echo).put('/echo', echo);
+  for (let i = 0; i < args.routes; i++) srv.get(`/dummy/${i}/:id`, (req, res) => res.end('dummy'));
+  try {
+    srv.ws('/ws', { message: (ws, data) => ws.send(data) });
+  } catch (e) {
+    process.stderr.write(`echo.js: no WebSocket endpoint: ${e.message}\n`);
+  }
+  let port;
+  try {
+    port = await srv.listen(args.port, '0.0.0.0');
+  } catch (e) {
+    process.stderr.write(`echo.js: listen: ${e.message}\n`);
+    process.exit(1);
+  }
+  const stop = () => srv.close(5000).then(() => process.exit(0));
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+  process.stdout.write(`listening on ${port}\n`);
+}
+
+main();

@@ -1,0 +1,33 @@
+'use strict';
+// nanosrv: Node binding of libnanosrv. See README.md.
+const abi = require('./lib/abi');
+const native = require('./lib/native');
+const { Server } = require('./lib/server');
+const { Request } = require('./lib/request');
+const { Response } = require('./lib/response');
+const { WebSocket } = require('./lib/websocket');
+const { NanosrvError } = require('./lib/errors');
+const { makeUtils } = require('./lib/utils');
+
+// createServer([opts][, handler]): handler answers requests no route matched.
+function createServer(opts, handler) {
+  return new Server(opts, handler);
+}
+
+// Loads (once) the library with a backend; the utilities use the default one.
+function loadLibrary(opts) {
+  const n = native.load(opts);
+  return { backend: n.name, backendVersion: n.version, path: n.path, missing: n.missing.slice() };
+}
+
+module.exports = {
+  createServer,
+  loadLibrary,
+  Server,
+  Request,
+  Response,
+  WebSocket,
+  NanosrvError,
+  constants: Object.freeze({ ...abi.constants }),
+  ...makeUtils(() => native.load()),
+};

@@ -1,0 +1,391 @@
+/* ws_conn.c - WebSocket connections: handshake check and 101, the frame
+ * receive path (reassembly, UTF-8, control frames, close handshake), sends,
+ * broadcast and keepalive pings. Codec rules live in frame.c / utf8.c. */
+#include "../core/server.h"
+#include "frame.h"
+#include "handshake.h"
+#include "utf8.h"
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+typedef struct nsv__ws {
+    nsv__ws_msg msg;
+    nsv__ws_frame f;
+    uint64_t fpos;       /* payload bytes of the current frame seen */
+    uint8_t in_frame;    /* header parsed, payload still arriving */
+    uint8_t close_sent;
+    uint8_t close_recv;
+    uint8_t ping_out;    /* keepalive ping unanswered */
+    uint8_t close_told;  /* the host got its WS_CLOSE event */
+    int64_t next_ping;
+    nsv__buf msgbuf;     /* message assembled from pieces or fragments */
+} nsv__ws;
+
+static const nsv__hdr *find(const nsv__request *r, const char *name, size_t n)
+{
+    for (size_t i = 0; i < r->num_headers; i++)
+        if (r->headers[i].name_len == n && nsv__strncaseeq(r->headers[i].name, name, n))
+            return &r->headers[i];
+    return NULL;
+}
+
+/* Decide at parse time whether the request is a valid RFC 6455 handshake,
+ * since the head is not kept once its event is queued. */
+void nsv__ws_check_request(nsv__conn *c, const nsv__request *r)
+{
+    c->ws_check = 0;
+    c->ws_key_len = 0;
+    if (!(r->flags & NSV__RF_UPGRADE_WS))
+        return;
+    const nsv__hdr *ver = find(r, "sec-websocket-version", 21);
+    const nsv__hdr *key = find(r, "sec-websocket-key", 17);
+    if (!ver || ver->value_len != 2 || memcmp(ver->value, "13", 2) != 0) {
+        c->ws_check = 426;
+        return;
+    }
+    int get = r->method_len == 3 && memcmp(r->method, "GET", 3) == 0;
+    if (!get || r->minor_version != 1 || !(r->flags & NSV__RF_CONN_UPGRADE) || !key ||
+        key->value_len > sizeof c->ws_key || nsv__ws_check_key(key->value, key->value_len) != 0) {
+        c->ws_check = 400;
+        return;
+    }
+    memcpy(c->ws_key, key->value, key->value_len);
+    c->ws_key_len = (uint8_t)key->value_len;
+    c->ws_check = 1;
+}
+
+static int queue_frame(nsv__loop *l, nsv__conn *c, int opcode, const char *data, size_t len)
+{
+    uint8_t hdr[NSV__WS_MAX_HEADER];
+    size_t h = nsv__ws_write_header(hdr, 1, opcode, len);
+    int r = nsv__buf_reserve(l, &c->out, h + len);
+    if (r)
+        return r;
+    memcpy(c->out.p + c->out.len, hdr, h);
+    if (len)
+        memcpy(c->out.p + c->out.len + h, data, len);
+    c->out.len += (uint32_t)(h + len);
+    nsv__conn_mark_dirty(l, c);
+    return NSV_OK;
+}
+
+int nsv__ws_accept(nsv__loop *l, nsv__conn *c, const char *extra, size_t elen)
+{
+    if (c->state != NSV__C_PENDING)
+        return NSV_ESTATE;
+    if (c->ws_check != 1) {
+        nsv__error_reply(l, c, c->ws_check ? c->ws_check : 400);
+        return NSV_EPARSE;
+    }
+    nsv__ws *ws = nsv__calloc(&l->srv->alloc, sizeof *ws);
+    char accept[NSV__WS_ACCEPT_LEN];
+    if (!ws || nsv__ws_accept_key(c->ws_key, c->ws_key_len, accept) != 0) {
+        nsv__free(&l->srv->alloc, ws);
+        nsv__error_reply(l, c, 503);
+        return NSV_ENOMEM;
+    }
+    static const char head[] = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                               "Connection: Upgrade\r\nSec-WebSocket-Accept: ";
+    if (nsv__buf_reserve(l, &c->out, sizeof head + NSV__WS_ACCEPT_LEN + elen + 4) != 0) {
+        nsv__free(&l->srv->alloc, ws);
+        return NSV_ENOMEM;
+    }
+    char *p = c->out.p + c->out.len;
+    memcpy(p, head, sizeof head - 1);
+    p += sizeof head - 1;
+    memcpy(p, accept, NSV__WS_ACCEPT_LEN);
+    p += NSV__WS_ACCEPT_LEN;
+    memcpy(p, "\r\n", 2);
+    p += 2;
+    if (elen) {
+        memcpy(p, extra, elen);
+        p += elen;
+    }
+    memcpy(p, "\r\n", 2);
+    p += 2;
+    c->out.len = (uint32_t)(p - c->out.p);
+    ws->msg.max = (uint64_t)l->srv->ws_max_message;
+    if (l->srv->ws_ping_interval_ms)
+        ws->next_ping = l->now + l->srv->ws_ping_interval_ms;
+    c->ws = ws;
+    c->state = NSV__C_WS;
+    c->deadline = 0;
+    c->resp_started = 1;
+    nsv__ticket(l, c, NSV__T_WS);
+    nsv__conn_mark_dirty(l, c);
+    if (!c->reading)
+        nsv__conn_set_events(l, c, 1, c->writing);
+    if (c->in.len > c->in.off) /* frames sent right behind the handshake */
+        nsv__ws_on_readable(l, c);
+    return NSV_OK;
+}
+
+static void emit(nsv__loop *l, nsv__conn *c, uint32_t type, int32_t code, const char *p, size_t n);
+
+/* The connection is going away: a host that did not see a close frame
+ * learns it as 1006 (abnormal closure). */
+void nsv__ws_lost(nsv__loop *l, nsv__conn *c)
+{
+    if (c->ws)
+        emit(l, c, NSV_EV_WS_CLOSE, 1006, NULL, 0);
+}
+
+void nsv__ws_free(nsv__loop *l, nsv__conn *c)
+{
+    if (!c->ws)
+        return;
+    nsv__buf_release(l, &c->ws->msgbuf);
+    nsv__free(&l->srv->alloc, c->ws);
+    c->ws = NULL;
+}
+
+static void emit(nsv__loop *l, nsv__conn *c, uint32_t type, int32_t code, const char *p, size_t n)
+{
+    if (type == NSV_EV_WS_CLOSE) {
+        if (c->ws->close_told)
+            return;
+        c->ws->close_told = 1;
+    }
+    nsv_event *ev;
+    char *d = nsv__evq_push(l, &ev, n + c->peer_len);
+    if (!d)
+        return;
+    ev->type = type;
+    ev->code = code;
+    ev->conn = nsv__conn_id(l, c);
+    ev->tag = c->tag;
+    ev->route = c->route;
+    ev->listener = c->listener;
+    ev->peer_port = c->peer_port;
+    if (n)
+        memcpy(d, p, n);
+    ev->body_len = (uint32_t)n;
+    memcpy(d + n, c->peer, c->peer_len);
+    ev->peer_off = (uint32_t)n;
+    ev->peer_len = c->peer_len;
+    nsv__evq_commit(l);
+}
+
+/* Fail the connection: close frame with `code`, tell the host, close after flush. */
+static void fail(nsv__loop *l, nsv__conn *c, int code)
+{
+    nsv__ws *ws = c->ws;
+    if (!ws->close_sent) {
+        uint8_t b[2] = {(uint8_t)(code >> 8), (uint8_t)code};
+        queue_frame(l, c, NSV__WS_CLOSE, (const char *)b, 2);
+        ws->close_sent = 1;
+    }
+    emit(l, c, NSV_EV_WS_CLOSE, code, NULL, 0);
+    c->state = NSV__C_CLOSING;
+    c->deadline = l->now + l->srv->ws_close_timeout_ms;
+    nsv__conn_mark_dirty(l, c);
+}
+
+static void on_control(nsv__loop *l, nsv__conn *c, int op, uint8_t *p, size_t n)
+{
+    nsv__ws *ws = c->ws;
+    nsv_server *s = l->srv;
+    if (op == NSV__WS_PING) {
+        if (!ws->close_sent)
+            queue_frame(l, c, NSV__WS_PONG, (const char *)p, n);
+        if (s->ws_control_events)
+            emit(l, c, NSV_EV_WS_PING, 0, (const char *)p, n);
+        return;
+    }
+    if (op == NSV__WS_PONG) {
+        ws->ping_out = 0;
+        if (s->ws_control_events)
+            emit(l, c, NSV_EV_WS_PONG, 0, (const char *)p, n);
+        return;
+    }
+    uint16_t code = 0;
+    int r = nsv__ws_check_close(p, n, &code);
+    if (r < 0) {
+        fail(l, c, -r);
+        return;
+    }
+    ws->close_recv = 1;
+    if (!ws->close_sent) { /* echo the peer's code (none if it sent none) */
+        queue_frame(l, c, NSV__WS_CLOSE, (const char *)p, n >= 2 ? 2 : 0);
+        ws->close_sent = 1;
+    }
+    /* WS_CLOSE carries the peer's code and reason, whoever started the close. */
+    emit(l, c, NSV_EV_WS_CLOSE, code, (const char *)p + (n >= 2 ? 2 : 0), n >= 2 ? n - 2 : 0);
+    c->state = NSV__C_CLOSING;
+    c->deadline = l->now + s->ws_close_timeout_ms;
+    nsv__conn_mark_dirty(l, c);
+}
+
+/* Consume frames from p[0..len). Returns bytes used (the rest is an
+ * incomplete header or control frame), or -1 once the connection failed. */
+static long process(nsv__loop *l, nsv__conn *c, uint8_t *p, size_t len)
+{
+    nsv__ws *ws = c->ws;
+    size_t used = 0;
+    while (used < len && c->state == NSV__C_WS) {
+        if (!ws->in_frame) {
+            int h = nsv__ws_parse_header(p + used, len - used, &ws->f);
+            if (h == 0)
+                break;
+            if (h < 0)
+                return fail(l, c, -h), -1;
+            if (ws->f.opcode & 8) {
+                if (len - used < h + ws->f.len)
+                    break; /* control frames are handled whole (<= 125 bytes) */
+                uint8_t *pl = p + used + h;
+                nsv__ws_unmask(pl, (size_t)ws->f.len, ws->f.key, 0);
+                used += h + (size_t)ws->f.len;
+                on_control(l, c, ws->f.opcode, pl, (size_t)ws->f.len);
+                continue;
+            }
+            int op = nsv__ws_msg_frame(&ws->msg, &ws->f);
+            if (op < 0)
+                return fail(l, c, -op), -1;
+            used += (size_t)h;
+            ws->in_frame = 1;
+            ws->fpos = 0;
+        }
+        uint64_t want = ws->f.len - ws->fpos;
+        size_t n = (size_t)(want < len - used ? want : len - used);
+        uint8_t *pl = p + used;
+        nsv__ws_unmask(pl, n, ws->f.key, (size_t)ws->fpos);
+        int r = nsv__ws_msg_data(&ws->msg, pl, n);
+        if (r < 0)
+            return fail(l, c, -r), -1;
+        uint8_t opcode = ws->msg.opcode;
+        int whole = ws->fpos == 0 && n == ws->f.len && ws->f.fin && ws->msgbuf.len == 0;
+        if (!whole && n && nsv__buf_append(l, &ws->msgbuf, pl, n) != 0)
+            return fail(l, c, 1011), -1;
+        ws->fpos += n;
+        used += n;
+        if (ws->fpos < ws->f.len)
+            break;
+        ws->in_frame = 0;
+        r = nsv__ws_msg_frame_end(&ws->msg);
+        if (r < 0)
+            return fail(l, c, -r), -1;
+        if (r == 1) {
+            if (whole) {
+                emit(l, c, NSV_EV_WS_MESSAGE, opcode, (const char *)pl, n);
+            } else {
+                emit(l, c, NSV_EV_WS_MESSAGE, opcode, ws->msgbuf.p, ws->msgbuf.len);
+                nsv__buf_release(l, &ws->msgbuf);
+            }
+        }
+    }
+    return (long)used;
+}
+
+void nsv__ws_on_readable(nsv__loop *l, nsv__conn *c)
+{
+    for (int rounds = 0; rounds < 4 && c->state == NSV__C_WS; rounds++) {
+        uint8_t *p;
+        size_t len;
+        int stash = c->in.len > c->in.off;
+        ssize_t n = 0;
+        if (!stash) {
+            n = recv(c->fd, l->scratch, NSV__SCRATCH, 0);
+            p = (uint8_t *)l->scratch;
+            len = n > 0 ? (size_t)n : 0;
+        } else {
+            if (nsv__buf_reserve(l, &c->in, 4096) != 0)
+                return fail(l, c, 1011);
+            n = recv(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len, 0);
+            if (n > 0)
+                c->in.len += (uint32_t)n;
+            p = (uint8_t *)c->in.p + c->in.off;
+            len = c->in.len - c->in.off;
+            if (n < 0 && errno == EAGAIN && rounds == 0)
+                n = 1; /* process what the handshake left behind */
+        }
+        if (n == 0) {
+            c->peer_closed = 1;
+            nsv__conn_close(l, c);
+            return;
+        }
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EINTR)
+                return;
+            nsv__conn_close(l, c);
+            return;
+        }
+        long used = process(l, c, p, len);
+        if (used < 0 || c->state == NSV__C_FREE)
+            return;
+        if (stash) {
+            c->in.off += (uint32_t)used;
+            if (c->in.off == c->in.len)
+                nsv__buf_release(l, &c->in);
+        } else if ((size_t)used < len) {
+            if (nsv__buf_append(l, &c->in, p + used, len - (size_t)used) != 0)
+                return fail(l, c, 1011);
+        }
+        if ((size_t)n < NSV__SCRATCH)
+            return;
+    }
+}
+
+int nsv__ws_send(nsv__loop *l, nsv__conn *c, int opcode, const char *data, size_t len)
+{
+    if (c->state != NSV__C_WS || c->ws->close_sent)
+        return NSV_ESTATE;
+    if (opcode != NSV_WS_TEXT && opcode != NSV_WS_BINARY && opcode != NSV_WS_PING && opcode != NSV_WS_PONG)
+        return NSV_EINVAL;
+    if ((opcode & 8) && len > NSV__WS_MAX_CONTROL)
+        return NSV_ETOOBIG;
+    if (c->out.len - c->out.off > 0 && c->out.len - c->out.off + len > (uint64_t)l->srv->max_output)
+        return NSV_EAGAIN;
+    return queue_frame(l, c, opcode, data, len);
+}
+
+int nsv__ws_close(nsv__loop *l, nsv__conn *c, int code, const char *reason, size_t len)
+{
+    if (c->state != NSV__C_WS)
+        return NSV_ESTATE;
+    if (c->ws->close_sent)
+        return NSV_OK;
+    if (!nsv__ws_close_code_valid((unsigned)code) || len > 123 ||
+        (len && !nsv__utf8_valid((const uint8_t *)reason, len)))
+        return NSV_EINVAL;
+    char b[125];
+    b[0] = (char)(code >> 8);
+    b[1] = (char)code;
+    if (len)
+        memcpy(b + 2, reason, len);
+    int r = queue_frame(l, c, NSV__WS_CLOSE, b, len + 2);
+    if (r)
+        return r;
+    c->ws->close_sent = 1;
+    c->deadline = l->now + l->srv->ws_close_timeout_ms;
+    return NSV_OK;
+}
+
+int nsv__ws_broadcast_loop(nsv__loop *l, int32_t route, int opcode, const char *data, size_t len)
+{
+    int n = 0;
+    for (uint32_t i = 0; i < l->nslots; i++) {
+        nsv__conn *c = NSV__CONN(l, i);
+        if (c->state == NSV__C_WS && (route < 0 || c->route == route) &&
+            nsv__ws_send(l, c, opcode, data, len) == NSV_OK)
+            n++;
+    }
+    return n;
+}
+
+/* Sweep: keepalive pings; peers that did not answer the last one are closed. */
+void nsv__ws_timer(nsv__loop *l, nsv__conn *c)
+{
+    nsv__ws *ws = c->ws;
+    int64_t iv = l->srv->ws_ping_interval_ms;
+    if (!iv || c->state != NSV__C_WS || ws->close_sent || l->now < ws->next_ping)
+        return;
+    if (ws->ping_out) { /* peer stopped answering: 1006 with a reason */
+        emit(l, c, NSV_EV_WS_CLOSE, 1006, "ping timeout", 12);
+        nsv__conn_close(l, c);
+        return;
+    }
+    queue_frame(l, c, NSV__WS_PING, "nsv", 3);
+    ws->ping_out = 1;
+    ws->next_ping = l->now + iv;
+}

@@ -21,7 +21,7 @@ CFLAGS  += $(CFLAGS_BASE) $(OPT)
 LDFLAGS += $(filter -fsanitize%,$(OPT)) -pthread
 
 # Optional TLS (mbedTLS) when its headers are present.
-TLS ?= $(shell test -f /usr/include/mbedtls/ssl.h && echo mbedtls)
+TLS ?= $(shell test -f /usr/include/mbedtls/ssl.h && test -f libnanosrv/src/tls/tls.c && echo mbedtls)
 ifeq ($(TLS),mbedtls)
   CFLAGS += -DNSV_WITH_MBEDTLS
   LIBS   += -lmbedtls -lmbedx509 -lmbedcrypto
@@ -84,6 +84,7 @@ $(BUILD)/tests/replay/%: tests/fuzz/%.c tests/fuzz/replay.c $(STATIC)
 
 deps:
 	@tools/install-deps.sh
+	@bindings/node-ffi/install.sh
 
 cdef:
 	/usr/bin/python3 tools/gen_cdef.py

@@ -46,7 +46,8 @@ enum nsv_event_flag {
     NSV_EVF_HTTP10 = 4,
     NSV_EVF_CHUNKED = 8,
     NSV_EVF_UPGRADE = 16,
-    NSV_EVF_TLS = 32
+    NSV_EVF_TLS = 32,
+    NSV_EVF_EOF = 64
 };
 
 typedef struct nsv_event {
@@ -67,7 +68,7 @@ typedef struct nsv_event {
     uint32_t peer_off, peer_len;
     uint32_t peer_port;
     uint32_t listener;
-    uint32_t reserved[2];
+    uint32_t tls_off, tls_len;
 } nsv_event;
 
 enum nsv_option {
@@ -88,7 +89,22 @@ enum nsv_option {
     NSV_OPT_TCP_LOW_WATER = 15,
     NSV_OPT_CONNECT_TIMEOUT_MS = 16,
     NSV_OPT_SHARD_ACCEPT = 17,
-    NSV_OPT_WORKERS = 18
+    NSV_OPT_WORKERS = 18,
+    NSV_OPT_TLS_VERIFY_CLIENT = 19,
+    NSV_OPT_TLS_VERIFY_SERVER = 20,
+    NSV_OPT_TLS_HANDSHAKE_FAILURES = 21
+};
+
+enum nsv_str_option {
+    NSV_OPT_TLS_CERT_FILE = 100,
+    NSV_OPT_TLS_KEY_FILE = 101,
+    NSV_OPT_TLS_CERT_PEM = 102,
+    NSV_OPT_TLS_KEY_PEM = 103,
+    NSV_OPT_TLS_CA_FILE = 104,
+    NSV_OPT_TLS_CA_PEM = 105,
+    NSV_OPT_TLS_KEY_PASSWORD = 106,
+    NSV_OPT_TLS_CLIENT_CA_FILE = 107,
+    NSV_OPT_TLS_CLIENT_CA_PEM = 108
 };
 
 typedef void *(*nsv_alloc_fn)(void *ud, void *ptr, size_t size);
@@ -155,6 +171,8 @@ int64_t nsv_get_int(nsv_server *srv, int opt);
 
 int nsv_opt_by_name(const char *name, size_t len);
 
+int nsv_set_str(nsv_server *srv, int opt, const char *value, size_t len);
+
 int nsv_listen(nsv_server *srv, const char *url, size_t len);
 
 int nsv_listener_port(nsv_server *srv, int listener);
@@ -208,6 +226,18 @@ int nsv_ws_close(nsv_server *srv, uint64_t conn, int code, const char *reason, s
 int nsv_ws_broadcast(nsv_server *srv, int32_t route, int opcode, const char *data, size_t len);
 
 int nsv_ws_send_many(nsv_server *srv, const uint64_t *conns, size_t n, int opcode, const char *data, size_t len);
+
+int64_t nsv_connect(nsv_server *srv, const char *url, size_t len);
+
+int nsv_send(nsv_server *srv, uint64_t conn, const char *data, size_t len);
+
+int nsv_shutdown(nsv_server *srv, uint64_t conn);
+
+int nsv_abort(nsv_server *srv, uint64_t conn);
+
+int nsv_pause_read(nsv_server *srv, uint64_t conn, int paused);
+
+int nsv_set_water_marks(nsv_server *srv, uint64_t conn, int64_t high, int64_t low);
 
 int64_t nsv_ev_header(const nsv_event *ev, const char *arena, const char *name, size_t nlen, uint32_t *vlen);
 

@@ -97,10 +97,11 @@ enum nsv_event_type {
     NSV_EV_WS_CLOSE = 6,   /* code = close code, body = reason */
     NSV_EV_WS_PING = 7,    /* body = payload (only with NSV_OPT_WS_CONTROL_EVENTS) */
     NSV_EV_WS_PONG = 8,    /* body = payload (only with NSV_OPT_WS_CONTROL_EVENTS) */
-    NSV_EV_TCP_OPEN = 9,   /* raw TCP connection accepted */
-    NSV_EV_TCP_DATA = 10,  /* body = bytes received */
-    NSV_EV_TCP_WRITABLE = 11, /* code = 1 writable again, 0 above high water */
-    NSV_EV_TCP_CONNECTED = 12 /* outbound connection established */
+    NSV_EV_TCP_OPEN = 9,   /* raw TCP connection accepted (tcp:// listener) */
+    NSV_EV_TCP_DATA = 10,  /* body = bytes received; flag NSV_EVF_EOF with no bytes at EOF */
+    NSV_EV_TCP_WRITABLE = 11, /* code 0: queued output crossed the high water mark;
+                                 code 1: it fell to the low water mark again */
+    NSV_EV_TCP_CONNECTED = 12 /* nsv_connect succeeded (failure: ERROR then CLOSE) */
 };
 
 /* Event flags (nsv_event.flags). */
@@ -110,7 +111,8 @@ enum nsv_event_flag {
     NSV_EVF_HTTP10 = 4,    /* request was HTTP/1.0 */
     NSV_EVF_CHUNKED = 8,   /* request body arrived chunked (already decoded) */
     NSV_EVF_UPGRADE = 16,  /* request asks for a WebSocket upgrade */
-    NSV_EVF_TLS = 32       /* connection is TLS */
+    NSV_EVF_TLS = 32,      /* connection is TLS */
+    NSV_EVF_EOF = 64       /* TCP_DATA: the peer closed its side (no more data) */
 };
 
 /*
@@ -123,6 +125,12 @@ enum nsv_event_flag {
  * sent), params (route parameters: "name\0value\0" pairs, nparams of them),
  * body (de-chunked), peer (remote address text) and peer_port.
  * route is the matched route id or -1.
+ *
+ * TLS connections (flag NSV_EVF_TLS) carry on REQUEST and WS_OPEN events a
+ * block at tls_off/tls_len: "sni\0peer_subject\0", the server name the
+ * client asked for (SNI, "" if none) and the subject of the client
+ * certificate when one was verified against NSV_OPT_TLS_CA_* (e.g.
+ * "CN=alice, O=Example", "" otherwise). tls_len is 0 on other events.
  */
 typedef struct nsv_event {
     uint64_t conn;      /* connection id (0 for server-level errors) */
@@ -142,7 +150,7 @@ typedef struct nsv_event {
     uint32_t peer_off, peer_len;
     uint32_t peer_port; /* remote port */
     uint32_t listener;  /* listener id that accepted the connection */
-    uint32_t reserved[2];
+    uint32_t tls_off, tls_len; /* TLS block (see above), 0/0 when none */
 } nsv_event;
 
 /* Integer options for nsv_set_int / nsv_get_int. Ids are never reused. */
@@ -164,7 +172,32 @@ enum nsv_option {
     NSV_OPT_TCP_LOW_WATER = 15,     /* raw TCP low water mark, default 32768 */
     NSV_OPT_CONNECT_TIMEOUT_MS = 16, /* outbound connect timeout, default 30000 */
     NSV_OPT_SHARD_ACCEPT = 17,      /* sharded: 0 SO_REUSEPORT per worker, 1 one acceptor hands off */
-    NSV_OPT_WORKERS = 18            /* read-only: worker count (0 for a single loop) */
+    NSV_OPT_WORKERS = 18,           /* read-only: worker count (0 for a single loop) */
+    NSV_OPT_TLS_VERIFY_CLIENT = 19, /* client certificates: 0 not asked (default), 1 optional, 2 required */
+    NSV_OPT_TLS_VERIFY_SERVER = 20, /* outbound: verify certificate and host name, default 1 */
+    NSV_OPT_TLS_HANDSHAKE_FAILURES = 21 /* read-only: TLS handshakes that failed */
+};
+
+/*
+ * String options for nsv_set_str. Ids are never reused. TLS listeners
+ * (https://, wss://, tls://) need a certificate chain and its key, each from
+ * a PEM file or PEM bytes in memory (the _PEM forms, for hosts that keep
+ * secrets out of files). They are read and checked by the first TLS
+ * nsv_listen (NSV_ETLS with the reason in nsv_last_error_detail) and frozen
+ * from then on (nsv_set_str returns NSV_ESTATE). The _CLIENT_CA options are
+ * for outbound TLS connections and are frozen at the first one. Setting a
+ * _FILE option clears its _PEM twin and the other way round.
+ */
+enum nsv_str_option {
+    NSV_OPT_TLS_CERT_FILE = 100,     /* certificate chain (PEM file), leaf first */
+    NSV_OPT_TLS_KEY_FILE = 101,      /* private key (PEM file) */
+    NSV_OPT_TLS_CERT_PEM = 102,      /* certificate chain as PEM text */
+    NSV_OPT_TLS_KEY_PEM = 103,       /* private key as PEM text */
+    NSV_OPT_TLS_CA_FILE = 104,       /* CA that verifies client certificates (mutual TLS) */
+    NSV_OPT_TLS_CA_PEM = 105,        /* the same as PEM text */
+    NSV_OPT_TLS_KEY_PASSWORD = 106,  /* password of an encrypted private key */
+    NSV_OPT_TLS_CLIENT_CA_FILE = 107, /* outbound: CA for server certificates (default: system bundle) */
+    NSV_OPT_TLS_CLIENT_CA_PEM = 108  /* outbound: the same as PEM text */
 };
 
 /* Allocator hook: realloc semantics; size 0 means free(ptr), return NULL. */
@@ -248,15 +281,26 @@ NSV_API const char *nsv_last_error_detail(nsv_server *srv);
 NSV_API int nsv_set_int(nsv_server *srv, int opt, int64_t value);
 /* METHOD: read an integer option; NSV_EINVAL for an unknown id. Since 1.0. */
 NSV_API int64_t nsv_get_int(nsv_server *srv, int opt);
-/* METHOD: option id for a name such as "max_body" (case-insensitive,
- * without the NSV_OPT_ prefix), or NSV_ENOTFOUND. Since 1.0. */
+/* METHOD: option id for a name such as "max_body" or "tls_cert_file"
+ * (case-insensitive, with or without the NSV_OPT_ prefix; string options
+ * included), or NSV_ENOTFOUND. Since 1.0. */
 NSV_API int nsv_opt_by_name(const char *name, size_t len);
+/* METHOD: set a string option (enum nsv_str_option) to len bytes of value
+ * (copied; NULL or len 0 clears it). NSV_EINVAL for an unknown id,
+ * NSV_ENOTSUP when the build has no TLS, NSV_ESTATE once the option is in
+ * use (see enum nsv_str_option). Since 1.0. */
+NSV_API int nsv_set_str(nsv_server *srv, int opt, const char *value, size_t len);
 
 /* METHOD: listen on a URL: "http://host:port", "ws://host:port" (same as
  * http), host an IPv4 or IPv6 literal ("[::1]"), "localhost", or "0.0.0.0";
- * port 0 picks an ephemeral port. Returns the listener id (>= 0) or
- * NSV_EURL, NSV_EADDRINUSE, NSV_ENOTSUP (e.g. https without TLS), NSV_ESYS.
- * Since 1.0. */
+ * port 0 picks an ephemeral port. "https://" and "wss://" (the same) listen
+ * with TLS 1.2, or 1.3 where the mbedTLS build offers it, nothing older;
+ * ALPN offers http/1.1; the certificate and key come from the
+ * NSV_OPT_TLS_* string options, client certificates are asked for per
+ * NSV_OPT_TLS_VERIFY_CLIENT. Handshakes run inside the loop and fall under
+ * NSV_OPT_REQUEST_TIMEOUT_MS. Returns the listener id (>= 0) or NSV_EURL,
+ * NSV_EADDRINUSE, NSV_ENOTSUP (a TLS URL when nsv_tls_available() is 0),
+ * NSV_ETLS (bad certificate, key or CA), NSV_ESYS. Since 1.0. */
 NSV_API int nsv_listen(nsv_server *srv, const char *url, size_t len);
 /* METHOD: the bound port of a listener (useful after port 0), or an error. Since 1.0. */
 NSV_API int nsv_listener_port(nsv_server *srv, int listener);
@@ -344,7 +388,9 @@ NSV_API int nsv_close(nsv_server *srv, uint64_t conn);
 NSV_API int nsv_conn_set_tag(nsv_server *srv, uint64_t conn, uint64_t tag);
 /* METHOD: read the connection's user tag into *tag. Since 1.0. */
 NSV_API int nsv_conn_tag(nsv_server *srv, uint64_t conn, uint64_t *tag);
-/* METHOD: bytes queued for output on the connection, or an error. Since 1.0. */
+/* METHOD: bytes queued for output on the connection, or an error
+ * (NSV_ENOTSUP from non-worker threads of a sharded server: use the
+ * TCP_WRITABLE events there). Since 1.0. */
 NSV_API int64_t nsv_conn_queued(nsv_server *srv, uint64_t conn);
 
 /* ---- WebSocket ---- */
@@ -375,6 +421,34 @@ NSV_API int nsv_ws_close(nsv_server *srv, uint64_t conn, int code, const char *r
 NSV_API int nsv_ws_broadcast(nsv_server *srv, int32_t route, int opcode, const char *data, size_t len);
 /* METHOD: send one message to n connections; returns how many accepted it. Since 1.0. */
 NSV_API int nsv_ws_send_many(nsv_server *srv, const uint64_t *conns, size_t n, int opcode, const char *data, size_t len);
+
+/* ---- raw TCP ---- *
+ * Listeners "tcp://host:port" produce TCP_OPEN, TCP_DATA, TCP_WRITABLE and
+ * CLOSE events; the idle timeout and max connections apply to them. */
+
+/* METHOD: open an outbound connection to "tcp://host:port". Returns the new
+ * connection id at once (>= 0), then a TCP_CONNECTED event, or an ERROR
+ * event (code NSV_ECONNREFUSED, NSV_ETIMEDOUT after
+ * NSV_OPT_CONNECT_TIMEOUT_MS, NSV_ENOTFOUND for an unknown name, ...)
+ * followed by CLOSE. Names resolve on a helper thread; the loop keeps
+ * serving. Data sent before the connection is up is queued. Since 1.0. */
+NSV_API int64_t nsv_connect(nsv_server *srv, const char *url, size_t len);
+/* METHOD: queue bytes on a raw TCP connection. Crossing the connection's
+ * high water mark emits TCP_WRITABLE code 0 (slow down); dropping to the
+ * low water mark emits code 1. NSV_EAGAIN when queued output would exceed
+ * NSV_OPT_MAX_OUTPUT (nothing queued). Since 1.0. */
+NSV_API int nsv_send(nsv_server *srv, uint64_t conn, const char *data, size_t len);
+/* METHOD: half-close: shut the write side once queued output is sent; the
+ * connection closes when the peer has closed too. Since 1.0. */
+NSV_API int nsv_shutdown(nsv_server *srv, uint64_t conn);
+/* METHOD: close a raw TCP connection at once, dropping queued output (the
+ * peer sees a reset). nsv_close closes after the output is sent. Since 1.0. */
+NSV_API int nsv_abort(nsv_server *srv, uint64_t conn);
+/* METHOD: stop (paused != 0) or resume reading from a raw TCP connection. Since 1.0. */
+NSV_API int nsv_pause_read(nsv_server *srv, uint64_t conn, int paused);
+/* METHOD: per-connection water marks (defaults NSV_OPT_TCP_HIGH_WATER /
+ * NSV_OPT_TCP_LOW_WATER): 0 <= low <= high. Since 1.0. */
+NSV_API int nsv_set_water_marks(nsv_server *srv, uint64_t conn, int64_t high, int64_t low);
 
 /* ---- reading events (pure functions over an event and its arena) ---- */
 

@@ -8,7 +8,8 @@ int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, cons
                        const char *b, size_t blen, uint64_t arg);
 nsv__loop *nsv__shard_current(nsv_server *s);
 
-enum { OP_REPLY = 1, OP_START, OP_CHUNK, OP_END, OP_CLOSE, OP_TAG, OP_WS_UPGRADE, OP_WS_SEND, OP_WS_CLOSE, OP_WS_BCAST };
+enum { OP_REPLY = 1, OP_START, OP_CHUNK, OP_END, OP_CLOSE, OP_TAG, OP_WS_UPGRADE, OP_WS_SEND, OP_WS_CLOSE, OP_WS_BCAST,
+       OP_TCP_SEND = 20, OP_TCP_SHUTDOWN, OP_TCP_ABORT, OP_TCP_PAUSE, OP_TCP_WATER };
 
 /* The loop owning id when the calling thread may act on it directly. */
 static nsv__loop *direct_loop(nsv_server *s, uint64_t id)
@@ -53,6 +54,14 @@ int nsv__conn_op(nsv_server *s, nsv__loop *l, uint32_t op, uint64_t id, int stat
         return nsv__ws_send(l, c, (int)arg, b, blen);
     case OP_WS_CLOSE:
         return nsv__ws_close(l, c, status, b, blen);
+    case OP_TCP_SEND:
+        return nsv__tcp_send(l, c, b, blen);
+    case OP_TCP_SHUTDOWN:
+    case OP_TCP_ABORT:
+    case OP_TCP_PAUSE:
+        return nsv__tcp_op(l, c, (int)(op - OP_TCP_SEND + 1), (int64_t)arg, 0);
+    case OP_TCP_WATER:
+        return nsv__tcp_op(l, c, 5, (int64_t)(arg >> 32), (int64_t)(arg & 0xFFFFFFFFu));
     }
     return NSV_EINVAL;
 }
@@ -163,6 +172,41 @@ int nsv_ws_broadcast(nsv_server *s, int32_t route, int opcode, const char *data,
         return nsv__ws_broadcast_loop(s->loops[0], route, opcode, data, len);
     int nsv__shard_broadcast(nsv_server *, int32_t, int, const char *, size_t);
     return nsv__shard_broadcast(s, route, opcode, data, len);
+}
+
+int nsv_send(nsv_server *s, uint64_t id, const char *data, size_t len)
+{
+    return conn_call(s, OP_TCP_SEND, id, 0, NULL, 0, data, len, 0);
+}
+
+int nsv_shutdown(nsv_server *s, uint64_t id) { return conn_call(s, OP_TCP_SHUTDOWN, id, 0, NULL, 0, NULL, 0, 0); }
+int nsv_abort(nsv_server *s, uint64_t id) { return conn_call(s, OP_TCP_ABORT, id, 0, NULL, 0, NULL, 0, 0); }
+
+int nsv_pause_read(nsv_server *s, uint64_t id, int paused)
+{
+    return conn_call(s, OP_TCP_PAUSE, id, 0, NULL, 0, NULL, 0, paused ? 1 : 0);
+}
+
+int nsv_set_water_marks(nsv_server *s, uint64_t id, int64_t high, int64_t low)
+{
+    if (high <= 0 || low < 0 || low > high || high > UINT32_MAX)
+        return NSV_ERANGE;
+    return conn_call(s, OP_TCP_WATER, id, 0, NULL, 0, NULL, 0, ((uint64_t)high << 32) | (uint64_t)low);
+}
+
+int64_t nsv_connect(nsv_server *s, const char *url, size_t len)
+{
+    if (!s || !url)
+        return NSV_EINVAL;
+    if (atomic_load(&s->stop) || atomic_load(&s->draining))
+        return NSV_ESTOPPED;
+    if (!s->sharded)
+        return nsv__tcp_connect_here(s->loops[0], url, len);
+    nsv__loop *self = nsv__shard_current(s);
+    if (self)
+        return nsv__tcp_connect_here(self, url, len);
+    int64_t nsv__shard_connect(nsv_server *, const char *, size_t);
+    return nsv__shard_connect(s, url, len);
 }
 
 int nsv_reply_batch(nsv_server *s, const char *buf, size_t len)

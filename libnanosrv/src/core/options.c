@@ -30,6 +30,9 @@ static const opt_def opts[] = {
     {NSV_OPT_CONNECT_TIMEOUT_MS, "connect_timeout_ms", F(connect_timeout_ms), 1, 86400000},
     {NSV_OPT_SHARD_ACCEPT, "shard_accept", F(shard_accept), 0, 1},
     {NSV_OPT_WORKERS, "workers", 0, 0, 0},
+    {NSV_OPT_TLS_VERIFY_CLIENT, "tls_verify_client", F(tls_verify_client), 0, 2},
+    {NSV_OPT_TLS_VERIFY_SERVER, "tls_verify_server", F(tls_verify_server), 0, 1},
+    {NSV_OPT_TLS_HANDSHAKE_FAILURES, "tls_handshake_failures", 0, 0, 0},
 };
 #undef F
 
@@ -48,6 +51,7 @@ void nsv__options_defaults(nsv_server *s)
     s->tcp_high_water = 65536;
     s->tcp_low_water = 32768;
     s->connect_timeout_ms = 30000;
+    s->tls_verify_server = 1; /* outbound TLS is verified unless turned off */
 }
 
 static const opt_def *find(int id)
@@ -83,6 +87,8 @@ int64_t nsv_get_int(nsv_server *s, int opt)
         return NSV_EINVAL;
     if (opt == NSV_OPT_WORKERS)
         return s->sharded ? s->nloops : 0;
+    if (opt == NSV_OPT_TLS_HANDSHAKE_FAILURES)
+        return atomic_load(&s->tls_failures);
     return *(int64_t *)((char *)s + d->field);
 }
 
@@ -97,5 +103,6 @@ int nsv_opt_by_name(const char *name, size_t len)
     for (size_t i = 0; i < NSV__ARRAY_LEN(opts); i++)
         if (strlen(opts[i].name) == len && nsv__strncaseeq(opts[i].name, name, len))
             return opts[i].id;
-    return NSV_ENOTFOUND;
+    int nsv__str_opt_by_name(const char *name, size_t len);
+    return nsv__str_opt_by_name(name, len);
 }

@@ -90,8 +90,12 @@ void nsv_server_free(nsv_server *s)
 {
     if (!s)
         return;
+    atomic_store(&s->stop, 1);
     if (s->sharded)
         nsv__shard_stop(s);
+    /* Name lookups post back to a loop: let them finish first (bounded). */
+    for (int i = 0; i < 10000 && atomic_load(&s->resolvers) > 0; i++)
+        usleep(1000);
     for (int i = 0; i < s->nlisteners; i++)
         close_listener(s, i);
     for (int i = 0; i < s->nloops; i++)
@@ -168,7 +172,10 @@ int nsv_listen(nsv_server *s, const char *url, size_t len)
     const char *sc = url + u.scheme_off;
     int http = (u.scheme_len == 4 && nsv__strncaseeq(sc, "http", 4)) ||
                (u.scheme_len == 2 && nsv__strncaseeq(sc, "ws", 2));
-    if (!http) {
+    int tcp = u.scheme_len == 3 && nsv__strncaseeq(sc, "tcp", 3);
+    if (tcp && u.port == 0 && !memchr(url, ']', len) && !memchr(url + u.host_off + u.host_len, ':', len - u.host_off - u.host_len))
+        return nsv__set_detail(s, NSV_EURL, "tcp:// needs a port (0 for an ephemeral one)");
+    if (!http && !tcp) {
         if (u.is_tls)
             return nsv__set_detail(s, NSV_ENOTSUP, "TLS listeners are not available in this build");
         return nsv__set_detail(s, NSV_EURL, "unsupported scheme '%.*s'", (int)u.scheme_len, sc);
@@ -186,7 +193,7 @@ int nsv_listen(nsv_server *s, const char *url, size_t len)
     nsv__listener *L = &s->listeners[id];
     L->fd = L->wfd[0] = fd;
     L->port = port;
-    L->kind = 0;
+    L->kind = tcp ? 1 : 0;
     for (int k = 1; per_worker && k < s->nloops; k++) {
         int p2 = 0;
         L->wfd[k] = open_listener(s, url + u.host_off, u.host_len, port, 1, &p2);
@@ -311,6 +318,7 @@ int nsv_drain_start(nsv_server *s, int timeout_ms)
 
 static int loop_step(nsv_server *s, nsv__loop *l, int timeout_ms)
 {
+    nsv__cmd_run(l); /* name lookups that finished */
     nsv__loop_flush_dirty(l);
     /* Parsing buffered (pipelined) requests may have queued events: then
      * only look for I/O, do not sleep. */

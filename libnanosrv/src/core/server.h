@@ -33,7 +33,9 @@ enum nsv__cstate {
     NSV__C_PENDING,   /* request delivered; waiting for the host's reply */
     NSV__C_STREAM,    /* streamed reply in progress */
     NSV__C_CLOSING,   /* flush output, then close */
-    NSV__C_WS         /* WebSocket */
+    NSV__C_WS,        /* WebSocket */
+    NSV__C_TCP,       /* raw TCP stream */
+    NSV__C_CONNECTING /* outbound TCP connect in progress */
 };
 
 /* Growable byte buffer; memory from the loop pool when it is one block. */
@@ -80,6 +82,11 @@ typedef struct nsv__conn {
     char ws_key[24];        /* Sec-WebSocket-Key of a valid upgrade request */
     int32_t route;          /* route of the current request / WebSocket */
     struct nsv__ws *ws;     /* WebSocket state once upgraded */
+    void *tls;              /* TLS session (tls/), NULL for plain TCP */
+    uint8_t paused;         /* raw TCP: host paused reading */
+    uint8_t unwritable;     /* raw TCP: queued output went over the high water mark */
+    uint8_t shut_wr;        /* raw TCP: shut the write side once output is sent */
+    uint32_t high_water, low_water;
 } nsv__conn;
 
 typedef struct nsv__listener {
@@ -87,6 +94,7 @@ typedef struct nsv__listener {
     int wfd[NSV__MAX_LOOPS];     /* per-worker SO_REUSEPORT sockets (wfd[0] == fd) */
     int port;
     int kind; /* 0 http */
+    int tls;  /* NSV__TLS_* (tls/tls.h): 0 plain */
 } nsv__listener;
 
 /* Queue of serialized events: [uint32 size][nsv_event][bytes], 8-aligned. */
@@ -133,6 +141,9 @@ typedef struct nsv__loop {
     char *cmd, *cmd_spare;  /* commands from other threads */
     size_t cmd_len, cmd_cap, cmd_spare_cap;
     uint32_t rr;            /* hand-off round robin */
+    void *tls;              /* per-loop mbedTLS objects (tls/tls.c) */
+    int locks_ready;
+    atomic_int has_cmd;     /* commands waiting (checked without the lock) */
 } nsv__loop;
 
 /* Per-slot ticket readable from any thread: (generation << 2) | state. */
@@ -152,6 +163,9 @@ struct nsv_server {
     int64_t auto_404;
     int64_t ws_max_message, ws_ping_interval_ms, ws_control_events, ws_close_timeout_ms;
     int64_t tcp_high_water, tcp_low_water, connect_timeout_ms, shard_accept;
+    int64_t tls_verify_client, tls_verify_server;
+    atomic_llong tls_failures; /* handshakes that failed */
+    void *tls;           /* TLS option strings (tls/tls.c) */
     nsv__router *router;
     nsv__listener listeners[NSV__MAX_LISTENERS];
     int nlisteners;
@@ -164,6 +178,7 @@ struct nsv_server {
     atomic_int nconns;   /* open connections across loops */
     int notify[2];       /* sharded: pipe; readable when events wait */
     atomic_int notify_armed;
+    atomic_int resolvers; /* name lookups in flight (they post back to a loop) */
     int workers_started;
     pthread_mutex_t start_lock;
     nsv_event_fn cb;
@@ -186,6 +201,8 @@ int nsv__conn_flush(nsv__loop *l, nsv__conn *c);
 void nsv__conn_set_events(nsv__loop *l, nsv__conn *c, int rd, int wr);
 void nsv__loop_flush_dirty(nsv__loop *l);
 uint64_t nsv__conn_id(nsv__loop *l, nsv__conn *c);
+nsv__conn *nsv__conn_alloc(nsv__loop *l);
+void nsv__cmd_run(nsv__loop *l);
 nsv__conn *nsv__loop_adopt(nsv__loop *l, int fd, int lidx, const struct sockaddr_storage *ss);
 
 /* buf.c */
@@ -206,6 +223,16 @@ int64_t nsv__evq_need(nsv__loop *l);
 void nsv__http_on_readable(nsv__loop *l, nsv__conn *c);
 void nsv__http_process(nsv__loop *l, nsv__conn *c);
 void nsv__http_timeout(nsv__loop *l, nsv__conn *c);
+
+/* tcp.c */
+nsv__conn *nsv__loop_adopt_kind(nsv__loop *l, int fd, int lidx, int kind, const struct sockaddr_storage *ss);
+void nsv__tcp_on_readable(nsv__loop *l, nsv__conn *c);
+void nsv__tcp_on_writable(nsv__loop *l, nsv__conn *c);
+void nsv__tcp_after_flush(nsv__loop *l, nsv__conn *c);
+int nsv__tcp_send(nsv__loop *l, nsv__conn *c, const char *data, size_t len);
+int nsv__tcp_op(nsv__loop *l, nsv__conn *c, int op, int64_t a, int64_t b);
+int64_t nsv__tcp_connect_here(nsv__loop *l, const char *url, size_t len);
+void nsv__tcp_resolved(nsv__loop *l, uint64_t id, int err, const struct sockaddr_storage *ss);
 
 /* ws_conn.c */
 void nsv__ws_check_request(nsv__conn *c, const nsv__request *r);

@@ -14,7 +14,28 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum { OP_REPLY = 1, OP_START, OP_CHUNK, OP_END, OP_CLOSE, OP_TAG, OP_WS_UPGRADE, OP_WS_SEND, OP_WS_CLOSE, OP_WS_BCAST, OP_ADOPT = 100 };
+enum { OP_REPLY = 1, OP_START, OP_CHUNK, OP_END, OP_CLOSE, OP_TAG, OP_WS_UPGRADE, OP_WS_SEND, OP_WS_CLOSE,
+       OP_WS_BCAST, OP_ADOPT = 100, OP_RESOLVED, OP_CONNECT };
+
+/* nsv_connect from a non-worker thread: the worker allocates the slot. */
+struct connect_req {
+    const char *url;
+    size_t len;
+    int64_t result;
+    int done;
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+};
+
+static void connect_here(nsv__loop *l, struct connect_req *r)
+{
+    int64_t id = nsv__tcp_connect_here(l, r->url, r->len);
+    pthread_mutex_lock(&r->m);
+    r->result = id;
+    r->done = 1;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->m);
+}
 
 int nsv__conn_op(nsv_server *s, nsv__loop *l, uint32_t op, uint64_t id, int status, const char *h,
                  size_t hlen, const char *b, size_t blen, uint64_t arg);
@@ -30,6 +51,7 @@ typedef struct cmd {
 } cmd;
 
 static _Thread_local nsv__loop *tl_loop;
+static int ensure_started(nsv_server *s);
 
 nsv__loop *nsv__shard_current(nsv_server *s)
 {
@@ -53,6 +75,7 @@ static void wake(nsv__loop *l)
     (void)w;
 }
 
+int nsv__cmd_push_raw(nsv__loop *l, const void *cv, const char *h, const char *b);
 static int cmd_push(nsv__loop *l, const cmd *c, const char *h, const char *b)
 {
     size_t need = (sizeof *c + c->hlen + c->blen + 7) & ~(size_t)7;
@@ -77,6 +100,7 @@ static int cmd_push(nsv__loop *l, const cmd *c, const char *h, const char *b)
     if (c->blen)
         memcpy(d + sizeof *c + c->hlen, b, c->blen);
     l->cmd_len += need;
+    atomic_store(&l->has_cmd, 1);
     pthread_mutex_unlock(&l->cmdlock);
     if (was_empty)
         wake(l); /* the worker empties the queue on every wakeup */
@@ -86,9 +110,12 @@ static int cmd_push(nsv__loop *l, const cmd *c, const char *h, const char *b)
 /* Worker side: run the commands queued since the last iteration. */
 nsv__conn *nsv__loop_adopt(nsv__loop *l, int fd, int lidx, const struct sockaddr_storage *ss);
 
-static void cmd_run(nsv__loop *l)
+void nsv__cmd_run(nsv__loop *l)
 {
+    if (!atomic_load_explicit(&l->has_cmd, memory_order_acquire))
+        return;
     pthread_mutex_lock(&l->cmdlock);
+    atomic_store(&l->has_cmd, 0);
     char *p = l->cmd;
     size_t len = l->cmd_len, cap = l->cmd_cap;
     l->cmd = l->cmd_spare;
@@ -100,7 +127,11 @@ static void cmd_run(nsv__loop *l)
         memcpy(&c, p + off, sizeof c);
         const char *h = p + off + sizeof c, *b = h + c.hlen;
         if (c.op == OP_ADOPT)
-            nsv__loop_adopt(l, (int)c.arg, c.status, &c.ss);
+            nsv__loop_adopt_kind(l, (int)c.arg, c.status, (int)c.id, &c.ss);
+        else if (c.op == OP_RESOLVED)
+            nsv__tcp_resolved(l, c.id, c.status, &c.ss);
+        else if (c.op == OP_CONNECT)
+            connect_here(l, (struct connect_req *)(uintptr_t)c.arg);
         else
             nsv__conn_op(l->srv, l, c.op, c.id, c.status, h, c.hlen, b, c.blen, c.arg);
         off += (sizeof c + c.hlen + c.blen + 7) & ~(size_t)7;
@@ -109,15 +140,15 @@ static void cmd_run(nsv__loop *l)
     l->cmd_spare_cap = cap;
 }
 
-void nsv__shard_handoff(nsv__loop *from, int fd, int lidx, const struct sockaddr_storage *ss)
+void nsv__shard_handoff(nsv__loop *from, int fd, int lidx, int kind, const struct sockaddr_storage *ss)
 {
     nsv_server *s = from->srv;
     nsv__loop *to = s->loops[from->rr++ % (uint32_t)s->nloops];
     if (to == from) {
-        nsv__loop_adopt(from, fd, lidx, ss);
+        nsv__loop_adopt_kind(from, fd, lidx, kind, ss);
         return;
     }
-    cmd c = {.op = OP_ADOPT, .status = lidx, .arg = (uint64_t)fd, .ss = *ss};
+    cmd c = {.op = OP_ADOPT, .status = lidx, .id = (uint64_t)kind, .arg = (uint64_t)fd, .ss = *ss};
     if (cmd_push(to, &c, NULL, NULL) != 0) {
         close(fd);
         atomic_fetch_sub(&s->nconns, 1);
@@ -153,6 +184,8 @@ int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, cons
 {
     if (!s->sharded)
         return NSV_ESTALE;
+    if (op == 20 && blen == 0)
+        return ticket_step(s, id, 4, 4); /* empty send: only validate the id */
     if (hlen > UINT32_MAX || blen > UINT32_MAX)
         return NSV_ETOOBIG;
     int r;
@@ -173,6 +206,49 @@ int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, cons
     cmd c = {.op = op, .status = status, .id = id, .arg = arg, .hlen = (uint32_t)hlen,
              .blen = (uint32_t)blen};
     return cmd_push(s->loops[NSV__ID_LOOP(id)], &c, h, b);
+}
+
+/* Post a resolver result to a loop (any thread). */
+void nsv__post_resolved(nsv__loop *l, uint64_t id, int err, const struct sockaddr_storage *ss)
+{
+    cmd c = {.op = OP_RESOLVED, .id = id, .status = err};
+    if (ss)
+        c.ss = *ss;
+    cmd_push(l, &c, NULL, NULL);
+}
+
+/* Round trip to a worker, which owns the connection table. */
+int64_t nsv__shard_connect(nsv_server *s, const char *url, size_t len)
+{
+    int r = ensure_started(s);
+    if (r)
+        return r;
+    static atomic_uint rr;
+    nsv__loop *l = s->loops[atomic_fetch_add(&rr, 1) % (unsigned)s->nloops];
+    struct connect_req req = {.url = url, .len = len};
+    pthread_mutex_init(&req.m, NULL);
+    pthread_cond_init(&req.cv, NULL);
+    cmd c = {.op = OP_CONNECT, .arg = (uint64_t)(uintptr_t)&req};
+    r = cmd_push(l, &c, NULL, NULL);
+    if (r == 0) {
+        pthread_mutex_lock(&req.m);
+        while (!req.done && !atomic_load(&s->stop)) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 100 * 1000000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&req.cv, &req.m, &ts);
+        }
+        pthread_mutex_unlock(&req.m);
+        r = req.done ? (int)0 : NSV_ESTOPPED;
+    }
+    int64_t result = r ? r : req.result;
+    pthread_mutex_destroy(&req.m);
+    pthread_cond_destroy(&req.cv);
+    return result;
 }
 
 /* One copy of the message per worker; each sends to its own connections. */
@@ -201,10 +277,10 @@ static void *worker_main(void *arg)
     nsv_server *s = l->srv;
     tl_loop = l;
     while (!atomic_load(&s->stop)) {
-        cmd_run(l);
+        nsv__cmd_run(l);
         nsv__loop_flush_dirty(l);
         nsv__loop_run_once(l, 1000);
-        cmd_run(l);
+        nsv__cmd_run(l);
         nsv__loop_flush_dirty(l);
         nsv__drain_check(l);
         if (l->pushed) {
@@ -233,9 +309,6 @@ int nsv__shard_start(nsv_server *s, int workers)
         nsv__loop *l = nsv__loop_new(s, i);
         if (!l)
             return NSV_ENOMEM;
-        pthread_mutex_init(&l->qlock, NULL);
-        pthread_cond_init(&l->qcond, NULL);
-        pthread_mutex_init(&l->cmdlock, NULL);
         s->loops[i] = l;
         s->nloops = i + 1;
     }
@@ -271,11 +344,6 @@ void nsv__shard_stop(nsv_server *s)
         if (s->loops[i]->started)
             pthread_join(s->loops[i]->thread, NULL);
         s->loops[i]->started = 0;
-    }
-    for (int i = 0; i < s->nloops; i++) {
-        pthread_mutex_destroy(&s->loops[i]->qlock);
-        pthread_cond_destroy(&s->loops[i]->qcond);
-        pthread_mutex_destroy(&s->loops[i]->cmdlock);
     }
     if (s->notify[0] >= 0)
         close(s->notify[0]);

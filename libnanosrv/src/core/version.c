@@ -7,6 +7,7 @@ static_assert(sizeof(nsv_event) == 112, "nsv_event layout changed");
 static_assert(offsetof(nsv_event, type) == 16, "nsv_event layout changed");
 static_assert(offsetof(nsv_event, method_off) == 40, "nsv_event layout changed");
 static_assert(offsetof(nsv_event, peer_port) == 96, "nsv_event layout changed");
+static_assert(offsetof(nsv_event, tls_off) == 104, "nsv_event layout changed");
 static_assert(sizeof(nsv_url) == 40, "nsv_url layout changed");
 
 uint32_t nsv_version(void) { return NSV_VERSION_NUMBER; }
@@ -16,7 +17,7 @@ size_t nsv_event_size(void) { return sizeof(nsv_event); }
 
 int nsv_tls_available(void)
 {
-#ifdef NSV_WITH_MBEDTLS_ENABLED
+#ifdef NSV_WITH_MBEDTLS
     return 1;
 #else
     return 0;

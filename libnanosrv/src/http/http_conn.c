@@ -1,6 +1,7 @@
 /* http_conn.c - the HTTP/1.1 read side: buffer, parse, frame the body,
  * and hand one complete request at a time to the host as an event. */
 #include "../core/server.h"
+#include "../net/io.h"
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -280,7 +281,7 @@ static size_t read_room(nsv__loop *l, nsv__conn *c)
 
 static void discard_input(nsv__loop *l, nsv__conn *c)
 {
-    ssize_t n = recv(c->fd, l->scratch, NSV__SCRATCH, 0);
+    ssize_t n = nsv__io_recv(l, c, l->scratch, NSV__SCRATCH);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         if (c->lingering || c->out.len == c->out.off)
             nsv__conn_close(l, c);
@@ -298,11 +299,12 @@ void nsv__http_on_readable(nsv__loop *l, nsv__conn *c)
     int into_scratch = c->state == NSV__C_READ && c->in.len == c->in.off;
     ssize_t n;
     if (into_scratch) {
-        n = recv(c->fd, l->scratch, NSV__SCRATCH, 0);
+        n = nsv__io_recv(l, c, l->scratch, NSV__SCRATCH);
     } else {
         size_t room = read_room(l, c);
-        if (c->state != NSV__C_READ) {
-            /* The host is busy with a request: buffer a bounded amount. */
+        if (c->state != NSV__C_READ || c->out.len - c->out.off >= NSV__PIPELINE_OUT) {
+            /* The host is busy with a request, or the client is not reading
+             * its responses (parsing stopped): buffer a bounded amount. */
             if (c->in.len - c->in.off >= PIPELINE_IN) {
                 nsv__conn_set_events(l, c, 0, c->writing);
                 return;
@@ -312,7 +314,7 @@ void nsv__http_on_readable(nsv__loop *l, nsv__conn *c)
             nsv__error_reply(l, c, 503);
             return;
         }
-        n = recv(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len, 0);
+        n = nsv__io_recv(l, c, c->in.p + c->in.len, c->in.cap - c->in.len);
     }
     if (n > 0) {
         if (into_scratch) {
@@ -339,6 +341,12 @@ void nsv__http_on_readable(nsv__loop *l, nsv__conn *c)
 
 void nsv__http_timeout(nsv__loop *l, nsv__conn *c)
 {
+    if (c->state == NSV__C_CONNECTING) {
+        static const char msg[] = "connect: timed out";
+        nsv__evq_emit_simple(l, c, NSV_EV_ERROR, NSV_ETIMEDOUT, msg, sizeof msg - 1);
+        nsv__conn_close(l, c);
+        return;
+    }
     if (c->state == NSV__C_READ && c->req_started && !c->resp_started &&
         c->out.len == c->out.off && !c->lingering) {
         nsv__error_reply(l, c, 408);

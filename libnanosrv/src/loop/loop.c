@@ -1,5 +1,6 @@
 /* loop.c - one epoll loop: connection table, accept, flush, timers. */
 #include "../core/server.h"
+#include "../net/io.h"
 #include <errno.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -38,6 +39,10 @@ nsv__loop *nsv__loop_new(nsv_server *s, int idx)
         nsv__loop_free(l);
         return NULL;
     }
+    pthread_mutex_init(&l->qlock, NULL);
+    pthread_cond_init(&l->qcond, NULL);
+    pthread_mutex_init(&l->cmdlock, NULL);
+    l->locks_ready = 1;
     l->now = nsv_millis();
     l->next_sweep = l->now + NSV__SWEEP_MS;
     return l;
@@ -68,6 +73,11 @@ void nsv__loop_free(nsv__loop *l)
         nsv__free(a, l->pool[i]);
     nsv__free(a, l->q.p);
     nsv__free(a, l->scratch);
+    if (l->locks_ready) {
+        pthread_mutex_destroy(&l->qlock);
+        pthread_cond_destroy(&l->qcond);
+        pthread_mutex_destroy(&l->cmdlock);
+    }
     if (l->epfd >= 0)
         close(l->epfd);
     if (l->wakefd >= 0)
@@ -81,7 +91,8 @@ int nsv__loop_add_listener(nsv__loop *l, int lidx)
     if (fd < 0)
         return 0; /* hand-off mode: only worker 0 accepts */
     struct epoll_event ev = {.events = EPOLLIN,
-                             .data.u64 = EV_DATA(TAG_LISTENER, fd) | ((uint64_t)lidx << 32)};
+                             .data.u64 = EV_DATA(TAG_LISTENER, fd) | ((uint64_t)lidx << 32) |
+                                         ((uint64_t)(l->srv->listeners[lidx].kind & 0xFF) << 48)};
     return epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : NSV_ESYS;
 }
 
@@ -98,7 +109,7 @@ nsv__conn *nsv__conn_get(nsv__loop *l, uint64_t id)
     return c;
 }
 
-static nsv__conn *slot_alloc(nsv__loop *l)
+nsv__conn *nsv__conn_alloc(nsv__loop *l)
 {
     if (l->nfree == 0) {
         if (l->nslots >= 0xFFFFFFu)
@@ -190,10 +201,15 @@ static void format_peer(nsv__conn *c, const struct sockaddr_storage *ss)
     c->peer_len = (uint8_t)strlen(c->peer);
 }
 
-/* Adopt an accepted socket. Returns NULL (and closes fd) on failure. */
+/* Adopt an accepted HTTP socket. Returns NULL (and closes fd) on failure. */
 nsv__conn *nsv__loop_adopt(nsv__loop *l, int fd, int lidx, const struct sockaddr_storage *ss)
 {
-    nsv__conn *c = slot_alloc(l);
+    return nsv__loop_adopt_kind(l, fd, lidx, 0, ss);
+}
+
+nsv__conn *nsv__loop_adopt_kind(nsv__loop *l, int fd, int lidx, int kind, const struct sockaddr_storage *ss)
+{
+    nsv__conn *c = nsv__conn_alloc(l);
     if (!c) {
         close(fd);
         atomic_fetch_sub(&l->srv->nconns, 1);
@@ -212,6 +228,14 @@ nsv__conn *nsv__loop_adopt(nsv__loop *l, int fd, int lidx, const struct sockaddr
         nsv__conn_close(l, c);
         return NULL;
     }
+    if (kind == 1) { /* raw TCP: the host hears of it at once */
+        c->state = NSV__C_TCP;
+        c->seen = 1;
+        c->high_water = (uint32_t)l->srv->tcp_high_water;
+        c->low_water = (uint32_t)l->srv->tcp_low_water;
+        c->deadline = l->now + l->srv->idle_timeout_ms;
+        nsv__evq_emit_simple(l, c, NSV_EV_TCP_OPEN, 0, NULL, 0);
+    }
     return c;
 }
 
@@ -224,9 +248,9 @@ static void refuse(int fd)
     close(fd);
 }
 
-void nsv__shard_handoff(nsv__loop *from, int fd, int lidx, const struct sockaddr_storage *ss);
+void nsv__shard_handoff(nsv__loop *from, int fd, int lidx, int kind, const struct sockaddr_storage *ss);
 
-static void on_accept(nsv__loop *l, int lidx, int lfd)
+static void on_accept(nsv__loop *l, int lidx, int kind, int lfd)
 {
     nsv_server *s = l->srv;
     for (int i = 0; i < 64; i++) {
@@ -255,9 +279,9 @@ static void on_accept(nsv__loop *l, int lidx, int lfd)
             continue;
         }
         if (s->sharded && s->shard_accept && s->nloops > 1)
-            nsv__shard_handoff(l, fd, lidx, &ss);
+            nsv__shard_handoff(l, fd, lidx, kind, &ss);
         else
-            nsv__loop_adopt(l, fd, lidx, &ss);
+            nsv__loop_adopt_kind(l, fd, lidx, kind, &ss);
     }
 }
 
@@ -266,7 +290,7 @@ int nsv__conn_flush(nsv__loop *l, nsv__conn *c)
 {
     nsv__buf *b = &c->out;
     while (b->off < b->len) {
-        ssize_t n = send(c->fd, b->p + b->off, b->len - b->off, MSG_NOSIGNAL);
+        ssize_t n = nsv__io_send(l, c, b->p + b->off, b->len - b->off);
         if (n > 0) {
             b->off += (uint32_t)n;
             continue;
@@ -275,6 +299,8 @@ int nsv__conn_flush(nsv__loop *l, nsv__conn *c)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             nsv__conn_set_events(l, c, c->reading, 1);
+            if (c->state == NSV__C_TCP)
+                nsv__tcp_after_flush(l, c);
             if (c->deadline == 0 || c->state != NSV__C_READ)
                 c->deadline = l->now + l->srv->idle_timeout_ms;
             return 0;
@@ -285,6 +311,10 @@ int nsv__conn_flush(nsv__loop *l, nsv__conn *c)
     nsv__buf_release(l, b);
     if (c->writing)
         nsv__conn_set_events(l, c, c->reading, 0);
+    if (c->state == NSV__C_READ && c->in.len > c->in.off)
+        nsv__conn_mark_dirty(l, c); /* parsing stopped for the backlog: resume */
+    if (c->state == NSV__C_TCP)
+        nsv__tcp_after_flush(l, c);
     if (c->state == NSV__C_CLOSING) {
         int pending = 0;
         if (!c->peer_closed && (c->in.len > c->in.off || c->lingering ||
@@ -367,6 +397,10 @@ static void on_conn_event(nsv__loop *l, uint32_t slot, uint32_t events)
     nsv__conn *c = NSV__CONN(l, slot);
     if (c->state == NSV__C_FREE)
         return;
+    if (c->state == NSV__C_CONNECTING) {
+        nsv__tcp_on_writable(l, c);
+        return;
+    }
     if (events & EPOLLOUT) {
         if (nsv__conn_flush(l, c) < 0)
             return;
@@ -374,6 +408,8 @@ static void on_conn_event(nsv__loop *l, uint32_t slot, uint32_t events)
     if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
         if (c->state == NSV__C_WS)
             nsv__ws_on_readable(l, c);
+        else if (c->state == NSV__C_TCP)
+            nsv__tcp_on_readable(l, c);
         else
             nsv__http_on_readable(l, c);
     }
@@ -386,6 +422,8 @@ int nsv__loop_run_once(nsv__loop *l, int timeout_ms)
     int64_t until_sweep = l->next_sweep - l->now;
     if (l->nused && (timeout_ms < 0 || timeout_ms > until_sweep))
         timeout_ms = until_sweep < 0 ? 0 : (int)until_sweep;
+    if (l->dirty)
+        timeout_ms = 0; /* buffered requests wait to be parsed */
     int n = epoll_wait(l->epfd, evs, 256, timeout_ms);
     if (n < 0) {
         if (errno != EINTR)
@@ -399,7 +437,7 @@ int nsv__loop_run_once(nsv__loop *l, int timeout_ms)
         if (tag == TAG_CONN)
             on_conn_event(l, v, evs[i].events);
         else if (tag == TAG_LISTENER)
-            on_accept(l, (int)((d >> 32) & 0xFFFF), (int)v);
+            on_accept(l, (int)((d >> 32) & 0xFFFF), (int)((d >> 48) & 0xFF), (int)v);
         else {
             uint64_t x;
             ssize_t r = read(l->wakefd, &x, sizeof x);

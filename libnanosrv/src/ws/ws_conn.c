@@ -2,6 +2,7 @@
  * receive path (reassembly, UTF-8, control frames, close handshake), sends,
  * broadcast and keepalive pings. Codec rules live in frame.c / utf8.c. */
 #include "../core/server.h"
+#include "../net/io.h"
 #include "frame.h"
 #include "handshake.h"
 #include "utf8.h"
@@ -285,13 +286,13 @@ void nsv__ws_on_readable(nsv__loop *l, nsv__conn *c)
         int stash = c->in.len > c->in.off;
         ssize_t n = 0;
         if (!stash) {
-            n = recv(c->fd, l->scratch, NSV__SCRATCH, 0);
+            n = nsv__io_recv(l, c, l->scratch, NSV__SCRATCH);
             p = (uint8_t *)l->scratch;
             len = n > 0 ? (size_t)n : 0;
         } else {
             if (nsv__buf_reserve(l, &c->in, 4096) != 0)
                 return fail(l, c, 1011);
-            n = recv(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len, 0);
+            n = nsv__io_recv(l, c, c->in.p + c->in.len, c->in.cap - c->in.len);
             if (n > 0)
                 c->in.len += (uint32_t)n;
             p = (uint8_t *)c->in.p + c->in.off;

@@ -1,0 +1,93 @@
+/* tcp_proxy.c - TCP port forwarder:
+ *   tcp-proxy --listen PORT --to HOST:PORT [--connect-timeout-ms N]
+ * Prints "listening on PORT". Each accepted connection gets an outbound
+ * one; bytes flow both ways. When one side stops reading, its peer is paused
+ * at the high water mark, so a fast sender and a slow receiver never grow
+ * the proxy's memory without bound. The two ids point at each other through
+ * the connection tags. */
+#include <nanosrv.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static nsv_server *srv;
+static void on_signal(int sig) { (void)sig; nsv_stop(srv); }
+
+int main(int argc, char **argv)
+{
+    int port = 0;
+    const char *to = NULL;
+    long ctimeout = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--listen")) port = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--to")) to = argv[i + 1];
+        else if (!strcmp(argv[i], "--connect-timeout-ms")) ctimeout = atol(argv[i + 1]);
+        else to = NULL, i = argc;
+    }
+    if (!to) {
+        fprintf(stderr, "usage: %s --listen PORT --to HOST:PORT [--connect-timeout-ms N]\n", argv[0]);
+        return 2;
+    }
+    char target[300];
+    snprintf(target, sizeof target, "tcp://%s", to);
+    srv = nsv_server_new();
+    if (ctimeout)
+        nsv_set_int(srv, NSV_OPT_CONNECT_TIMEOUT_MS, ctimeout);
+    char url[64];
+    snprintf(url, sizeof url, "tcp://0.0.0.0:%d", port);
+    int lid = nsv_listen(srv, url, strlen(url));
+    if (lid < 0) {
+        fprintf(stderr, "tcp-proxy: %s (%s)\n", nsv_strerror(lid), nsv_last_error_detail(srv));
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
+    printf("listening on %d\n", nsv_listener_port(srv, lid));
+    fflush(stdout);
+    static nsv_event evs[256];
+    size_t cap = 1 << 20;
+    char *arena = malloc(cap);
+    int n;
+    while ((n = nsv_poll(srv, evs, 256, arena, cap, 1000)) != NSV_ESTOPPED) {
+        if (n == NSV_ENOBUFS) {
+            cap = (size_t)nsv_poll_need(srv) + 4096;
+            arena = realloc(arena, cap);
+            continue;
+        }
+        for (int i = 0; i < n; i++) {
+            const nsv_event *e = &evs[i];
+            uint64_t peer = e->tag;
+            switch (e->type) {
+            case NSV_EV_TCP_OPEN: {
+                int64_t b = nsv_connect(srv, target, strlen(target));
+                if (b < 0) {
+                    nsv_abort(srv, e->conn);
+                    break;
+                }
+                nsv_conn_set_tag(srv, e->conn, (uint64_t)b);
+                nsv_conn_set_tag(srv, (uint64_t)b, e->conn);
+                break;
+            }
+            case NSV_EV_TCP_DATA:
+                if (e->body_len && nsv_send(srv, peer, arena + e->body_off, e->body_len) == NSV_EAGAIN)
+                    nsv_abort(srv, e->conn); /* cannot happen while pausing works; never buffer unbounded */
+                if (e->flags & NSV_EVF_EOF)
+                    nsv_shutdown(srv, peer);
+                break;
+            case NSV_EV_TCP_WRITABLE: /* this side's output is full: stop reading its peer */
+                nsv_pause_read(srv, peer, e->code == 0);
+                break;
+            case NSV_EV_ERROR:
+            case NSV_EV_CLOSE:
+                if (peer)
+                    nsv_close(srv, peer);
+                break;
+            }
+        }
+    }
+    free(arena);
+    nsv_server_free(srv);
+    return 0;
+}

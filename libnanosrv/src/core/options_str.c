@@ -1,0 +1,41 @@
+/* options_str.c - string options (nsv_set_str): ids and names. Every string
+ * option belongs to TLS today, so the values live with the TLS code. */
+#include "server.h"
+#include "../tls/tls.h"
+#include <string.h>
+
+static const struct {
+    int id;
+    const char *name;
+} str_opts[] = {
+    {NSV_OPT_TLS_CERT_FILE, "tls_cert_file"},
+    {NSV_OPT_TLS_KEY_FILE, "tls_key_file"},
+    {NSV_OPT_TLS_CERT_PEM, "tls_cert_pem"},
+    {NSV_OPT_TLS_KEY_PEM, "tls_key_pem"},
+    {NSV_OPT_TLS_CA_FILE, "tls_ca_file"},
+    {NSV_OPT_TLS_CA_PEM, "tls_ca_pem"},
+    {NSV_OPT_TLS_KEY_PASSWORD, "tls_key_password"},
+    {NSV_OPT_TLS_CLIENT_CA_FILE, "tls_client_ca_file"},
+    {NSV_OPT_TLS_CLIENT_CA_PEM, "tls_client_ca_pem"},
+};
+
+/* Name lookup for nsv_opt_by_name (prefix already stripped). */
+int nsv__str_opt_by_name(const char *name, size_t len)
+{
+    for (size_t i = 0; i < NSV__ARRAY_LEN(str_opts); i++)
+        if (strlen(str_opts[i].name) == len && nsv__strncaseeq(str_opts[i].name, name, len))
+            return str_opts[i].id;
+    return NSV_ENOTFOUND;
+}
+
+int nsv_set_str(nsv_server *s, int opt, const char *v, size_t len)
+{
+    if (!s || (!v && len))
+        return NSV_EINVAL;
+    int known = 0;
+    for (size_t i = 0; i < NSV__ARRAY_LEN(str_opts); i++)
+        known |= str_opts[i].id == opt;
+    if (!known)
+        return nsv__set_detail(s, NSV_EINVAL, "unknown string option id %d", opt);
+    return nsv__tls_set_str(s, opt, v, len);
+}

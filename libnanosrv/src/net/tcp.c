@@ -1,0 +1,303 @@
+/* tcp.c - raw TCP streams: accepted (tcp:// listeners) and outbound
+ * (nsv_connect), with data/writable events, water marks, pause/resume,
+ * half-close and abort. Names resolve on a short-lived thread so the loop
+ * never blocks on DNS. */
+#include "../core/server.h"
+#include "io.h"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+void nsv__post_resolved(nsv__loop *l, uint64_t id, int err, const struct sockaddr_storage *ss);
+
+enum { T_SEND = 1, T_SHUTDOWN, T_ABORT, T_PAUSE, T_WATER };
+
+static void emit(nsv__loop *l, nsv__conn *c, uint32_t type, int32_t code, uint32_t flags,
+                 const char *p, size_t n)
+{
+    nsv_event *ev;
+    char *d = nsv__evq_push(l, &ev, n + c->peer_len);
+    if (!d)
+        return;
+    ev->type = type;
+    ev->code = code;
+    ev->flags = flags;
+    ev->conn = nsv__conn_id(l, c);
+    ev->tag = c->tag;
+    ev->listener = c->listener;
+    ev->peer_port = c->peer_port;
+    if (n)
+        memcpy(d, p, n);
+    ev->body_len = (uint32_t)n;
+    memcpy(d + n, c->peer, c->peer_len);
+    ev->peer_off = (uint32_t)n;
+    ev->peer_len = c->peer_len;
+    nsv__evq_commit(l);
+}
+
+void nsv__tcp_on_readable(nsv__loop *l, nsv__conn *c)
+{
+    if (c->paused || c->peer_closed) {
+        nsv__conn_set_events(l, c, 0, c->writing);
+        return;
+    }
+    ssize_t n = nsv__io_recv(l, c, l->scratch, NSV__SCRATCH);
+    if (n > 0) {
+        c->deadline = l->now + l->srv->idle_timeout_ms;
+        emit(l, c, NSV_EV_TCP_DATA, 0, 0, l->scratch, (size_t)n);
+        return;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n < 0) {
+        nsv__conn_close(l, c);
+        return;
+    }
+    /* EOF: tell the host (empty DATA with NSV_EVF_EOF); it may still send. */
+    c->peer_closed = 1;
+    nsv__conn_set_events(l, c, 0, c->writing);
+    emit(l, c, NSV_EV_TCP_DATA, 0, NSV_EVF_EOF, NULL, 0);
+    if (c->shut_wr && c->out.len == c->out.off)
+        nsv__conn_close(l, c);
+}
+
+/* After output moved: writability events and a pending half-close. */
+void nsv__tcp_after_flush(nsv__loop *l, nsv__conn *c)
+{
+    size_t queued = c->out.len - c->out.off;
+    if (c->unwritable && queued <= c->low_water) {
+        c->unwritable = 0;
+        emit(l, c, NSV_EV_TCP_WRITABLE, 1, 0, NULL, 0);
+    }
+    if (queued == 0 && c->shut_wr) {
+        shutdown(c->fd, SHUT_WR);
+        if (c->peer_closed)
+            nsv__conn_close(l, c);
+    }
+}
+
+int nsv__tcp_send(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
+{
+    if (c->state != NSV__C_TCP && c->state != NSV__C_CONNECTING)
+        return NSV_ESTATE;
+    if (c->shut_wr)
+        return NSV_ESTATE;
+    size_t queued = c->out.len - c->out.off;
+    if (queued && queued + len > (uint64_t)l->srv->max_output)
+        return NSV_EAGAIN;
+    if (len == 0)
+        return NSV_OK;
+    int r = nsv__buf_append(l, &c->out, data, len);
+    if (r)
+        return r;
+    if (c->state == NSV__C_TCP)
+        nsv__conn_mark_dirty(l, c);
+    if (!c->unwritable && queued + len >= c->high_water) {
+        c->unwritable = 1;
+        emit(l, c, NSV_EV_TCP_WRITABLE, 0, 0, NULL, 0);
+    }
+    return NSV_OK;
+}
+
+int nsv__tcp_op(nsv__loop *l, nsv__conn *c, int op, int64_t a, int64_t b)
+{
+    if (c->state != NSV__C_TCP && c->state != NSV__C_CONNECTING)
+        return op == T_ABORT ? (nsv__conn_close(l, c), NSV_OK) : NSV_ESTATE;
+    switch (op) {
+    case T_SHUTDOWN:
+        c->shut_wr = 1;
+        if (c->state == NSV__C_TCP)
+            nsv__tcp_after_flush(l, c);
+        return NSV_OK;
+    case T_ABORT: {
+        struct linger lg = {1, 0}; /* RST: the peer learns at once */
+        if (c->fd >= 0)
+            setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+        nsv__conn_close(l, c);
+        return NSV_OK;
+    }
+    case T_PAUSE:
+        c->paused = a != 0;
+        if (c->state == NSV__C_TCP)
+            nsv__conn_set_events(l, c, !c->paused && !c->peer_closed, c->writing);
+        return NSV_OK;
+    case T_WATER:
+        if (a <= 0 || b < 0 || b > a || a > UINT32_MAX)
+            return NSV_ERANGE;
+        c->high_water = (uint32_t)a;
+        c->low_water = (uint32_t)b;
+        return NSV_OK;
+    }
+    return NSV_EINVAL;
+}
+
+static void connect_failed(nsv__loop *l, nsv__conn *c, int err, const char *what)
+{
+    char msg[160];
+    int n = snprintf(msg, sizeof msg, "connect: %s", what);
+    emit(l, c, NSV_EV_ERROR, err, 0, msg, (size_t)n);
+    nsv__conn_close(l, c);
+}
+
+static void start_connect(nsv__loop *l, nsv__conn *c, const struct sockaddr_storage *ss)
+{
+    socklen_t sl = ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return connect_failed(l, c, NSV_ESYS, strerror(errno));
+    c->fd = fd;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, (const struct sockaddr *)ss, sl) != 0 && errno != EINPROGRESS)
+        return connect_failed(l, c, errno == ECONNREFUSED ? NSV_ECONNREFUSED : NSV_ESYS, strerror(errno));
+    struct epoll_event ev = {.events = EPOLLOUT, .data.u64 = c->slot};
+    if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+        return connect_failed(l, c, NSV_ESYS, strerror(errno));
+    c->writing = 1;
+}
+
+/* The connect finished (EPOLLOUT): check its outcome. */
+void nsv__tcp_on_writable(nsv__loop *l, nsv__conn *c)
+{
+    int err = 0;
+    socklen_t el = sizeof err;
+    getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el);
+    if (err)
+        return connect_failed(l, c, err == ECONNREFUSED ? NSV_ECONNREFUSED
+                                    : err == ETIMEDOUT  ? NSV_ETIMEDOUT
+                                                        : NSV_ESYS,
+                              strerror(err));
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) == 0) {
+        void *a = ss.ss_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+                                           : (void *)&((struct sockaddr_in *)&ss)->sin_addr;
+        inet_ntop(ss.ss_family, a, c->peer, sizeof c->peer);
+        c->peer_len = (uint8_t)strlen(c->peer);
+        c->peer_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                      : ((struct sockaddr_in *)&ss)->sin_port);
+    }
+    c->state = NSV__C_TCP;
+    c->deadline = l->now + l->srv->idle_timeout_ms;
+    nsv__conn_set_events(l, c, !c->paused, 0);
+    emit(l, c, NSV_EV_TCP_CONNECTED, 0, 0, NULL, 0);
+    if (c->out.len > c->out.off || c->shut_wr)
+        nsv__conn_mark_dirty(l, c);
+}
+
+struct resolve_job {
+    nsv_server *srv;
+    nsv__loop *loop;
+    uint64_t id;
+    char host[256];
+    char port[8];
+};
+
+static void *resolve_main(void *arg)
+{
+    struct resolve_job *j = arg;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int gr = getaddrinfo(j->host, j->port, &hints, &res);
+    struct sockaddr_storage ss = {0};
+    if (gr == 0 && res)
+        memcpy(&ss, res->ai_addr, res->ai_addrlen);
+    nsv__post_resolved(j->loop, j->id, gr == 0 && res ? 0 : NSV_ENOTFOUND, &ss);
+    if (res)
+        freeaddrinfo(res);
+    nsv_server *s = j->srv;
+    nsv__free(&s->alloc, j);
+    atomic_fetch_sub(&s->resolvers, 1);
+    return NULL;
+}
+
+void nsv__tcp_resolved(nsv__loop *l, uint64_t id, int err, const struct sockaddr_storage *ss)
+{
+    nsv__conn *c = nsv__conn_get(l, id);
+    if (!c || c->state != NSV__C_CONNECTING)
+        return; /* aborted or timed out meanwhile */
+    if (err)
+        return connect_failed(l, c, err, "name not resolved");
+    start_connect(l, c, ss);
+}
+
+/* Create the connection on this loop. Returns its id or an error. */
+int64_t nsv__tcp_connect_here(nsv__loop *l, const char *url, size_t len)
+{
+    nsv_server *s = l->srv;
+    nsv_url u;
+    if (nsv_url_parse(url, len, &u) != 0)
+        return nsv__set_detail(s, NSV_EURL, "malformed URL");
+    const char *sc = url + u.scheme_off;
+    if (u.scheme_len == 3 && nsv__strncaseeq(sc, "tls", 3))
+        return nsv__set_detail(s, NSV_ENOTSUP, "outbound TLS is not available in this build");
+    if (!(u.scheme_len == 3 && nsv__strncaseeq(sc, "tcp", 3)))
+        return nsv__set_detail(s, NSV_EURL, "nsv_connect takes tcp://host:port");
+    if (u.port <= 0 || u.port > 65535 || u.host_len == 0 || u.host_len >= 256)
+        return nsv__set_detail(s, NSV_EURL, "tcp:// needs a host and a port");
+    if (atomic_fetch_add(&s->nconns, 1) >= s->max_conns) {
+        atomic_fetch_sub(&s->nconns, 1);
+        return nsv__set_detail(s, NSV_ERANGE, "max_conns reached");
+    }
+    nsv__conn *c = nsv__conn_alloc(l);
+    if (!c) {
+        atomic_fetch_sub(&s->nconns, 1);
+        return NSV_ENOMEM;
+    }
+    c->fd = -1;
+    c->state = NSV__C_CONNECTING;
+    c->seen = 1;
+    c->listener = 0xFFFF;
+    c->high_water = (uint32_t)s->tcp_high_water;
+    c->low_water = (uint32_t)s->tcp_low_water;
+    c->deadline = l->now + s->connect_timeout_ms;
+    uint64_t id = nsv__conn_id(l, c);
+    char host[256];
+    memcpy(host, url + u.host_off, u.host_len);
+    host[u.host_len] = 0;
+    struct sockaddr_storage ss = {0};
+    struct sockaddr_in *a4 = (void *)&ss;
+    struct sockaddr_in6 *a6 = (void *)&ss;
+    if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)u.port);
+        start_connect(l, c, &ss);
+        return (int64_t)id;
+    }
+    if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)u.port);
+        start_connect(l, c, &ss);
+        return (int64_t)id;
+    }
+    struct resolve_job *j = nsv__calloc(&s->alloc, sizeof *j);
+    pthread_t th;
+    pthread_attr_t at;
+    if (j) {
+        j->srv = s;
+        j->loop = l;
+        j->id = id;
+        memcpy(j->host, host, u.host_len + 1);
+        snprintf(j->port, sizeof j->port, "%d", u.port);
+        atomic_fetch_add(&s->resolvers, 1);
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&th, &at, resolve_main, j) != 0) {
+            atomic_fetch_sub(&s->resolvers, 1);
+            nsv__free(&s->alloc, j);
+            j = NULL;
+        }
+        pthread_attr_destroy(&at);
+    }
+    if (!j) {
+        nsv__conn_close(l, c);
+        return NSV_ENOMEM;
+    }
+    return (int64_t)id;
+}

@@ -1,5 +1,6 @@
 /* server.c - server lifecycle, listeners, routes and the single-loop poll. */
 #include "server.h"
+#include "../tls/tls.h"
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -101,6 +102,7 @@ void nsv_server_free(nsv_server *s)
     for (int i = 0; i < s->nloops; i++)
         nsv__loop_free(s->loops[i]);
     nsv__router_free(s->router);
+    nsv__tls_server_free(s);
     nsv__alloc a = s->alloc;
     nsv__free(&a, s);
 }
@@ -171,14 +173,18 @@ int nsv_listen(nsv_server *s, const char *url, size_t len)
         return nsv__set_detail(s, NSV_EURL, "malformed URL '%.*s'", (int)(len > 200 ? 200 : len), url);
     const char *sc = url + u.scheme_off;
     int http = (u.scheme_len == 4 && nsv__strncaseeq(sc, "http", 4)) ||
-               (u.scheme_len == 2 && nsv__strncaseeq(sc, "ws", 2));
-    int tcp = u.scheme_len == 3 && nsv__strncaseeq(sc, "tcp", 3);
+               (u.scheme_len == 2 && nsv__strncaseeq(sc, "ws", 2)) ||
+               (u.scheme_len == 5 && nsv__strncaseeq(sc, "https", 5)) ||
+               (u.scheme_len == 3 && nsv__strncaseeq(sc, "wss", 3));
+    int tcp = u.scheme_len == 3 && (nsv__strncaseeq(sc, "tcp", 3) || nsv__strncaseeq(sc, "tls", 3));
     if (tcp && u.port == 0 && !memchr(url, ']', len) && !memchr(url + u.host_off + u.host_len, ':', len - u.host_off - u.host_len))
         return nsv__set_detail(s, NSV_EURL, "tcp:// needs a port (0 for an ephemeral one)");
-    if (!http && !tcp) {
-        if (u.is_tls)
-            return nsv__set_detail(s, NSV_ENOTSUP, "TLS listeners are not available in this build");
+    if (!http && !tcp)
         return nsv__set_detail(s, NSV_EURL, "unsupported scheme '%.*s'", (int)u.scheme_len, sc);
+    if (u.is_tls) { /* NSV_ENOTSUP without TLS; NSV_ETLS for bad keys, before any socket */
+        int r = nsv__tls_server_init(s);
+        if (r < 0)
+            return r;
     }
     if (u.port < 0 || u.port > 65535)
         return nsv__set_detail(s, NSV_EURL, "bad port");
@@ -194,6 +200,7 @@ int nsv_listen(nsv_server *s, const char *url, size_t len)
     L->fd = L->wfd[0] = fd;
     L->port = port;
     L->kind = tcp ? 1 : 0;
+    L->tls = !u.is_tls ? NSV__TLS_NONE : tcp ? NSV__TLS_RAW : NSV__TLS_HTTP;
     for (int k = 1; per_worker && k < s->nloops; k++) {
         int p2 = 0;
         L->wfd[k] = open_listener(s, url + u.host_off, u.host_len, port, 1, &p2);

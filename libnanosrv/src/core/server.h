@@ -213,6 +213,8 @@ int nsv__buf_append(nsv__loop *l, nsv__buf *b, const void *p, size_t n);
 /* evq.c */
 char *nsv__evq_push(nsv__loop *l, nsv_event **ev, size_t data_len);
 void nsv__evq_commit(nsv__loop *l);
+int nsv__evq_emit(nsv__loop *l, nsv__conn *c, uint32_t type, int32_t code, uint32_t flags,
+                  const char *body, size_t blen);
 int nsv__evq_emit_simple(nsv__loop *l, nsv__conn *c, uint32_t type, int32_t code,
                          const char *body, size_t blen);
 int nsv__evq_copy_out(nsv__loop *l, nsv_event *evs, int max, char *arena, size_t cap,

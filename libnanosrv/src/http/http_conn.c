@@ -79,7 +79,8 @@ static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const char
     for (uint32_t i = 0; i < np; i++)
         plen += l->params[i].name_len + l->params[i].val_len + 2;
     size_t hlen = headers_block_len(&r);
-    size_t total = r.method_len + r.path_len + r.query_len + hlen + plen + blen + c->peer_len;
+    uint32_t tlen = nsv__tls_info_len(c); /* "sni\0subject\0" of TLS connections */
+    size_t total = r.method_len + r.path_len + r.query_len + hlen + plen + blen + c->peer_len + tlen;
     nsv_event *ev;
     char *d = nsv__evq_push(l, &ev, total);
     if (!d) {
@@ -124,6 +125,12 @@ static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const char
     ev->body_off = put(d, &off, body, blen);
     ev->peer_len = c->peer_len;
     ev->peer_off = put(d, &off, c->peer, c->peer_len);
+    if (tlen) {
+        ev->flags |= NSV_EVF_TLS;
+        ev->tls_off = off;
+        ev->tls_len = nsv__tls_info_put(c, d + off);
+        off += ev->tls_len;
+    }
     c->state = NSV__C_PENDING;
     c->seen = 1;
     c->deadline = 0;

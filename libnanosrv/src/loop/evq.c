@@ -76,26 +76,39 @@ void nsv__evq_commit(nsv__loop *l)
     }
 }
 
-int nsv__evq_emit_simple(nsv__loop *l, nsv__conn *c, uint32_t type, int32_t code,
-                         const char *body, size_t blen)
+/* A connection event with an optional body; the peer address rides along. */
+int nsv__evq_emit(nsv__loop *l, nsv__conn *c, uint32_t type, int32_t code, uint32_t flags,
+                  const char *body, size_t blen)
 {
     nsv_event *ev;
-    char *d = nsv__evq_push(l, &ev, blen);
+    size_t plen = c ? c->peer_len : 0;
+    char *d = nsv__evq_push(l, &ev, blen + plen);
     if (!d)
         return NSV_ENOMEM;
     ev->type = type;
     ev->code = code;
-    if (c) {
-        ev->conn = nsv__conn_id(l, c);
-        ev->tag = c->tag;
-        ev->listener = c->listener;
-        ev->peer_port = c->peer_port;
-    }
+    ev->flags = flags;
     if (blen)
         memcpy(d, body, blen);
     ev->body_len = (uint32_t)blen;
+    if (c) {
+        ev->conn = nsv__conn_id(l, c);
+        ev->tag = c->tag;
+        ev->route = c->route;
+        ev->listener = c->listener;
+        ev->peer_port = c->peer_port;
+        memcpy(d + blen, c->peer, plen);
+        ev->peer_off = (uint32_t)blen;
+        ev->peer_len = (uint32_t)plen;
+    }
     nsv__evq_commit(l);
     return 0;
+}
+
+int nsv__evq_emit_simple(nsv__loop *l, nsv__conn *c, uint32_t type, int32_t code,
+                         const char *body, size_t blen)
+{
+    return nsv__evq_emit(l, c, type, code, 0, body, blen);
 }
 
 /* Copy queued events into the host's storage. Returns the count, or

@@ -56,12 +56,14 @@ void nsv__loop_free(nsv__loop *l)
     for (uint32_t i = 0; i < l->nslots; i++) {
         nsv__conn *c = NSV__CONN(l, i);
         if (c->state != NSV__C_FREE) {
+            nsv__tls_free(l, c);
             close(c->fd);
             nsv__buf_release(l, &c->in);
             nsv__buf_release(l, &c->out);
             atomic_fetch_sub(&l->srv->nconns, 1);
         }
     }
+    nsv__tls_loop_free(l);
     for (uint32_t i = 0; i < l->nchunks; i++) {
         nsv__free(a, l->chunks[i]);
         nsv__free(a, (void *)atomic_load(&l->tickets[i]));
@@ -148,6 +150,7 @@ nsv__conn *nsv__conn_alloc(nsv__loop *l)
     memset(c, 0, sizeof *c);
     c->gen = gen;
     c->slot = slot;
+    c->route = -1;
     l->nused++;
     nsv__ticket(l, c, NSV__T_IDLE);
     return c;
@@ -173,6 +176,7 @@ void nsv__conn_close(nsv__loop *l, nsv__conn *c)
     if (c->seen)
         nsv__evq_emit_simple(l, c, NSV_EV_CLOSE, 0, NULL, 0);
     nsv__ws_free(l, c);
+    nsv__tls_free(l, c);
     close(c->fd); /* also removes it from epoll */
     _Atomic uint32_t *tk = atomic_load_explicit(&l->tickets[c->slot / CHUNK], memory_order_relaxed);
     atomic_store_explicit(&tk[c->slot % CHUNK], 0, memory_order_release);
@@ -228,6 +232,11 @@ nsv__conn *nsv__loop_adopt_kind(nsv__loop *l, int fd, int lidx, int kind, const 
         nsv__conn_close(l, c);
         return NULL;
     }
+    int tls = l->srv->listeners[lidx].tls; /* the handshake starts with the first read */
+    if (tls && nsv__tls_accept(l, c, tls) != 0) {
+        nsv__conn_close(l, c);
+        return NULL;
+    }
     if (kind == 1) { /* raw TCP: the host hears of it at once */
         c->state = NSV__C_TCP;
         c->seen = 1;
@@ -275,7 +284,10 @@ static void on_accept(nsv__loop *l, int lidx, int kind, int lfd)
         }
         if (atomic_fetch_add(&s->nconns, 1) >= s->max_conns || atomic_load(&s->draining)) {
             atomic_fetch_sub(&s->nconns, 1);
-            refuse(fd);
+            if (s->listeners[lidx].tls)
+                close(fd); /* a plaintext 503 means nothing to a TLS client */
+            else
+                refuse(fd);
             continue;
         }
         if (s->sharded && s->shard_accept && s->nloops > 1)
@@ -401,6 +413,13 @@ static void on_conn_event(nsv__loop *l, uint32_t slot, uint32_t events)
         nsv__tcp_on_writable(l, c);
         return;
     }
+    if (c->tls) { /* until the handshake is done, events are for it */
+        int h = nsv__tls_handshake(l, c);
+        if (h <= 0)
+            return;
+        if (h == 2)
+            events |= EPOLLIN; /* application data may have come with it */
+    }
     if (events & EPOLLOUT) {
         if (nsv__conn_flush(l, c) < 0)
             return;
@@ -422,8 +441,8 @@ int nsv__loop_run_once(nsv__loop *l, int timeout_ms)
     int64_t until_sweep = l->next_sweep - l->now;
     if (l->nused && (timeout_ms < 0 || timeout_ms > until_sweep))
         timeout_ms = until_sweep < 0 ? 0 : (int)until_sweep;
-    if (l->dirty)
-        timeout_ms = 0; /* buffered requests wait to be parsed */
+    if (l->dirty || nsv__tls_has_ready(l))
+        timeout_ms = 0; /* buffered requests or decrypted bytes wait */
     int n = epoll_wait(l->epfd, evs, 256, timeout_ms);
     if (n < 0) {
         if (errno != EINTR)
@@ -444,6 +463,7 @@ int nsv__loop_run_once(nsv__loop *l, int timeout_ms)
             (void)r;
         }
     }
+    nsv__tls_run_pending(l, on_conn_event);
     if (l->now >= l->next_sweep)
         sweep(l);
     nsv__loop_flush_dirty(l);

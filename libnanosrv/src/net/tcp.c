@@ -22,24 +22,7 @@ enum { T_SEND = 1, T_SHUTDOWN, T_ABORT, T_PAUSE, T_WATER };
 static void emit(nsv__loop *l, nsv__conn *c, uint32_t type, int32_t code, uint32_t flags,
                  const char *p, size_t n)
 {
-    nsv_event *ev;
-    char *d = nsv__evq_push(l, &ev, n + c->peer_len);
-    if (!d)
-        return;
-    ev->type = type;
-    ev->code = code;
-    ev->flags = flags;
-    ev->conn = nsv__conn_id(l, c);
-    ev->tag = c->tag;
-    ev->listener = c->listener;
-    ev->peer_port = c->peer_port;
-    if (n)
-        memcpy(d, p, n);
-    ev->body_len = (uint32_t)n;
-    memcpy(d + n, c->peer, c->peer_len);
-    ev->peer_off = (uint32_t)n;
-    ev->peer_len = c->peer_len;
-    nsv__evq_commit(l);
+    nsv__evq_emit(l, c, type, code, flags, p, n);
 }
 
 void nsv__tcp_on_readable(nsv__loop *l, nsv__conn *c)

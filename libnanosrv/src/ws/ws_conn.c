@@ -148,24 +148,7 @@ static void emit(nsv__loop *l, nsv__conn *c, uint32_t type, int32_t code, const 
             return;
         c->ws->close_told = 1;
     }
-    nsv_event *ev;
-    char *d = nsv__evq_push(l, &ev, n + c->peer_len);
-    if (!d)
-        return;
-    ev->type = type;
-    ev->code = code;
-    ev->conn = nsv__conn_id(l, c);
-    ev->tag = c->tag;
-    ev->route = c->route;
-    ev->listener = c->listener;
-    ev->peer_port = c->peer_port;
-    if (n)
-        memcpy(d, p, n);
-    ev->body_len = (uint32_t)n;
-    memcpy(d + n, c->peer, c->peer_len);
-    ev->peer_off = (uint32_t)n;
-    ev->peer_len = c->peer_len;
-    nsv__evq_commit(l);
+    nsv__evq_emit(l, c, type, code, 0, p, n);
 }
 
 /* Fail the connection: close frame with `code`, tell the host, close after flush. */

@@ -1,12 +1,17 @@
 /* echo_server.c - the reference "echo contract" server.
  *
- *   echo-server --port N [--threads N] [--busy-us N] [--routes N] [--callback]
+ *   echo-server --port N [--threads N] [--busy-us N] [--routes N] [--callback|--pull]
  *               [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]
  *               [--max-body N] [--max-header-bytes N]
+ *               [--cert FILE --key FILE [--ca FILE | --ca-optional FILE]]
  *
  * Prints "listening on PORT" once ready. POST|PUT /echo answers the body
  * byte for byte; /ws is a WebSocket echo (messages up to 16 MiB, no
  * extensions); everything else gets a JSON description of the request.
+ * With --cert and --key it serves https and wss instead of http and ws;
+ * --ca asks for client certificates signed by that CA (--ca-optional lets
+ * clients without one in); the JSON then also names the SNI and the
+ * verified client subject.
  * SIGTERM/SIGINT drain: in-flight requests finish, then it exits 0. */
 #include <nanosrv.h>
 #include <signal.h>
@@ -21,11 +26,16 @@ static nsv_server *srv;
 static volatile sig_atomic_t got_signal;
 static long busy_us;
 
+static int callback_mode;
+
 static void on_signal(int sig)
 {
     (void)sig;
     got_signal = 1;
-    nsv_wakeup(srv);
+    if (callback_mode)
+        nsv_drain_start(srv, 5000); /* syscalls and atomics only: signal-safe */
+    else
+        nsv_wakeup(srv);
 }
 
 static void spin(long us)
@@ -72,7 +82,7 @@ static void handle(nsv_server *s, const nsv_event *ev, const char *a)
                   a + ev->body_off, ev->body_len);
         return;
     }
-    static char out[3 * 8192 * 6 + 128];
+    static char out[3 * 8192 * 6 + 128 + 6 * 640]; /* + escaped SNI and subject */
     size_t k = 0;
     k += (size_t)sprintf(out + k, "{\"method\":");
     k += json_str(out + k, a + ev->method_off, ev->method_len);
@@ -80,7 +90,16 @@ static void handle(nsv_server *s, const nsv_event *ev, const char *a)
     k += json_str(out + k, a + ev->path_off, ev->path_len > 8192 ? 8192 : ev->path_len);
     k += (size_t)sprintf(out + k, ",\"query\":");
     k += json_str(out + k, a + ev->query_off, ev->query_len > 8192 ? 8192 : ev->query_len);
-    k += (size_t)sprintf(out + k, ",\"body_len\":%u}", ev->body_len);
+    k += (size_t)sprintf(out + k, ",\"body_len\":%u", ev->body_len);
+    if (ev->flags & NSV_EVF_TLS) { /* block: "sni\0subject\0" */
+        const char *sni = a + ev->tls_off;
+        size_t sl = strlen(sni);
+        k += (size_t)sprintf(out + k, ",\"sni\":");
+        k += json_str(out + k, sni, sl);
+        k += (size_t)sprintf(out + k, ",\"subject\":");
+        k += json_str(out + k, sni + sl + 1, strlen(sni + sl + 1));
+    }
+    out[k++] = '}';
     nsv_reply(s, ev->conn, 200, "Content-Type: application/json\r\n", 32, out, k);
 }
 
@@ -99,9 +118,18 @@ static int set_opt(const char *name, const char *val)
     return r;
 }
 
+static int set_tls(int opt, const char *file)
+{
+    int r = nsv_set_str(srv, opt, file, strlen(file));
+    if (r < 0)
+        fprintf(stderr, "echo-server: %s: %s (%s)\n", file, nsv_strerror(r), nsv_last_error_detail(srv));
+    return r;
+}
+
 int main(int argc, char **argv)
 {
-    int port = 8080, threads = 0, routes = 0, callback = 0;
+    int port = 8080, threads = 0, routes = 0, callback = 0, verify = 0;
+    const char *cert = NULL, *key = NULL, *ca = NULL;
     struct { const char *flag, *opt, *val; } opts[] = {
         {"--request-timeout-ms", "request_timeout_ms", NULL}, {"--idle-timeout-ms", "idle_timeout_ms", NULL},
         {"--max-conns", "max_conns", NULL}, {"--max-body", "max_body", NULL},
@@ -114,17 +142,26 @@ int main(int argc, char **argv)
             callback = 1;
             continue;
         }
+        if (!strcmp(argv[i], "--pull")) {
+            callback = -1;
+            continue;
+        }
         if (v && !strcmp(argv[i], "--port")) port = atoi(v), used = 1;
         else if (v && !strcmp(argv[i], "--threads")) threads = atoi(v), used = 1;
         else if (v && !strcmp(argv[i], "--busy-us")) busy_us = atol(v), used = 1;
         else if (v && !strcmp(argv[i], "--routes")) routes = atoi(v), used = 1;
+        else if (v && !strcmp(argv[i], "--cert")) cert = v, used = 1;
+        else if (v && !strcmp(argv[i], "--key")) key = v, used = 1;
+        else if (v && !strcmp(argv[i], "--ca")) ca = v, verify = 2, used = 1;
+        else if (v && !strcmp(argv[i], "--ca-optional")) ca = v, verify = 1, used = 1;
         for (size_t k = 0; v && !used && k < sizeof opts / sizeof opts[0]; k++)
             if (!strcmp(argv[i], opts[k].flag))
                 opts[k].val = v, used = 1;
         if (!used) {
-            fprintf(stderr, "usage: %s --port N [--threads N] [--busy-us N] [--routes N] [--callback]\n"
+            fprintf(stderr, "usage: %s --port N [--threads N] [--busy-us N] [--routes N] [--callback|--pull]\n"
                             "       [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]\n"
-                            "       [--max-body N] [--max-header-bytes N]\n", argv[0]);
+                            "       [--max-body N] [--max-header-bytes N]\n"
+                            "       [--cert FILE --key FILE [--ca FILE | --ca-optional FILE]]\n", argv[0]);
             return 2;
         }
         i++;
@@ -145,8 +182,12 @@ int main(int argc, char **argv)
         int n = snprintf(pat, sizeof pat, "/dummy/%d/:id", i);
         nsv_route(srv, "GET", 3, pat, (size_t)n, ROUTE_DUMMY, 0);
     }
+    if (cert && key && (set_tls(NSV_OPT_TLS_CERT_FILE, cert) < 0 || set_tls(NSV_OPT_TLS_KEY_FILE, key) < 0 ||
+                        (ca && set_tls(NSV_OPT_TLS_CA_FILE, ca) < 0) ||
+                        nsv_set_int(srv, NSV_OPT_TLS_VERIFY_CLIENT, verify) < 0))
+        return 2;
     char url[64];
-    snprintf(url, sizeof url, "http://0.0.0.0:%d", port);
+    snprintf(url, sizeof url, "%s://0.0.0.0:%d", cert && key ? "https" : "http", port);
     int lid = nsv_listen(srv, url, strlen(url));
     if (lid < 0) {
         fprintf(stderr, "echo-server: listen %s: %s (%s)\n", url, nsv_strerror(lid),
@@ -161,11 +202,15 @@ int main(int argc, char **argv)
     printf("listening on %d\n", nsv_listener_port(srv, lid));
     fflush(stdout);
 
-    if (callback) {
+    /* With worker threads a C program answers on the workers themselves
+     * (callback mode), so handler work runs in parallel; --pull keeps the
+     * host-thread model the bindings use. */
+    if (callback > 0 || (threads > 0 && callback == 0)) {
+        callback_mode = 1;
         nsv_set_callback(srv, on_event, NULL);
-        while (!got_signal && nsv_run(srv) == 0 && !got_signal)
-            ;
-        nsv_drain(srv, 5000);
+        if (got_signal)
+            nsv_drain_start(srv, 5000);
+        nsv_run(srv);
         nsv_server_free(srv);
         return 0;
     }

@@ -10,6 +10,7 @@
 #include <nanosrv.h>
 #include <arpa/inet.h>
 #include <errno.h>
+#include <execinfo.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
@@ -40,6 +41,11 @@ static void *fault_alloc(void *ud, void *p, size_t n)
     long k = atomic_fetch_add(&f->calls, 1) + 1;
     if (k == f->fail_at) {
         atomic_store(&f->failed, 1);
+        if (getenv("FAULTS_TRACE")) { /* FAULTS_TRACE=1: show each failing site */
+            void *bt[12];
+            backtrace_symbols_fd(bt, backtrace(bt, 12), 2);
+            fprintf(stderr, "---- allocation %ld failed\n", k);
+        }
         return NULL;
     }
     void *q = realloc(p, n);

@@ -132,8 +132,13 @@ void nsv__cmd_run(nsv__loop *l)
             nsv__tcp_resolved(l, c.id, c.status, &c.ss);
         else if (c.op == OP_CONNECT)
             connect_here(l, (struct connect_req *)(uintptr_t)c.arg);
-        else
-            nsv__conn_op(l->srv, l, c.op, c.id, c.status, h, c.hlen, b, c.blen, c.arg);
+        else if (nsv__conn_op(l->srv, l, c.op, c.id, c.status, h, c.hlen, b, c.blen, c.arg) == NSV_ENOMEM) {
+            /* The caller was already told the call succeeded: a connection
+             * that cannot take its answer is closed, never left waiting. */
+            nsv__conn *cc = nsv__conn_get(l, c.id);
+            if (cc)
+                nsv__conn_close(l, cc);
+        }
         off += (sizeof c + c.hlen + c.blen + 7) & ~(size_t)7;
     }
     l->cmd_spare = p;

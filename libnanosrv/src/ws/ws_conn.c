@@ -90,6 +90,7 @@ int nsv__ws_accept(nsv__loop *l, nsv__conn *c, const char *extra, size_t elen)
                                "Connection: Upgrade\r\nSec-WebSocket-Accept: ";
     if (nsv__buf_reserve(l, &c->out, sizeof head + NSV__WS_ACCEPT_LEN + elen + 4) != 0) {
         nsv__free(&l->srv->alloc, ws);
+        nsv__error_reply(l, c, 503); /* answer (or close): never leave it pending */
         return NSV_ENOMEM;
     }
     char *p = c->out.p + c->out.len;

@@ -82,7 +82,8 @@ static void handle(nsv_server *s, const nsv_event *ev, const char *a)
                   a + ev->body_off, ev->body_len);
         return;
     }
-    static char out[3 * 8192 * 6 + 128 + 6 * 640]; /* + escaped SNI and subject */
+    /* one per thread: in callback mode handlers run on the workers */
+    static _Thread_local char out[3 * 8192 * 6 + 128 + 6 * 640]; /* + escaped SNI and subject */
     size_t k = 0;
     k += (size_t)sprintf(out + k, "{\"method\":");
     k += json_str(out + k, a + ev->method_off, ev->method_len);

@@ -132,7 +132,7 @@ static void pump_client(client *c)
         if (r > 0)
             c->n += (size_t)r;
         else if (r == 0 || (errno != EAGAIN && errno != EINTR))
-            c->closed = 1;
+            c->closed = r == 0 ? 1 : 1000 + errno;
         else
             break;
     }
@@ -246,13 +246,24 @@ static outcome scenario(int workers, long fail_at)
         if (c->fd >= 0)
             close(c->fd);
     }
-    client ctl = {"control", "GET /c HTTP/1.1\r\nHost: x\r\n\r\n", 0, {NULL, NULL, NULL}, 1, -1, {0}, 0, 0};
-    ctl.fd = dial(port);
-    if (ctl.fd >= 0 && send(ctl.fd, ctl.req, strlen(ctl.req), MSG_NOSIGNAL) > 0)
-        run_until(s, &ctl, 1, 3000);
-    o.control_ok = complete(&ctl);
-    if (ctl.fd >= 0)
-        close(ctl.fd);
+    /* A fresh connection is served afterwards. The fault may land on the
+     * first one itself (a refused connection): then it counts as the one
+     * affected and a second must be served. */
+    for (int attempt = 0; attempt < 2 && !o.control_ok; attempt++) {
+        static client ctl;
+        memset(&ctl, 0, sizeof ctl);
+        ctl.name = "control";
+        ctl.req = "GET /c HTTP/1.1\r\nHost: x\r\n\r\n";
+        ctl.want_200s = 1;
+        ctl.fd = dial(port);
+        if (ctl.fd >= 0 && send(ctl.fd, ctl.req, strlen(ctl.req), MSG_NOSIGNAL) > 0)
+            run_until(s, &ctl, 1, 3000);
+        o.control_ok = complete(&ctl);
+        if (!o.control_ok && failed_cleanly(&ctl))
+            o.degraded++;
+        if (ctl.fd >= 0)
+            close(ctl.fd);
+    }
     nsv_server_free(s);
 out:
     o.calls = atomic_load(&f.calls);
@@ -269,11 +280,13 @@ static void sweep_faults(int workers, const char *label)
     if (base.setup_err || base.degraded || base.hung)
         diag("degraded: %s", base.which);
     long n = base.calls + base.calls / 4 + 8; /* sharded runs vary a little */
-    int bad_hang = 0, bad_multi = 0, bad_ctl = 0, bad_leak = 0, cleanly = 0, setup = 0;
-    for (long k = 1; k <= n; k++) {
+    int bad_hang = 0, bad_multi = 0, bad_ctl = 0, bad_leak = 0, cleanly = 0, setup = 0, tried = 0;
+    long only = getenv("FAULTS_K") ? atol(getenv("FAULTS_K")) : 0; /* debug: one site */
+    for (long k = only ? only : 1; k <= (only ? only : n); k++) {
         outcome o = scenario(workers, k);
         if (!o.failed)
             continue;
+        tried++;
         setup += o.setup_err;
         cleanly += !o.setup_err && o.degraded == 1;
         if (o.hung) {
@@ -293,8 +306,9 @@ static void sweep_faults(int workers, const char *label)
             diag("%s: allocation %ld: %ld blocks leaked", label, k, o.leaked);
         }
     }
-    diag("%s: %ld allocations failed in turn: %d setup errors, %d one connection refused/closed,"
-         " the rest absorbed", label, n, setup, cleanly);
+    diag("%s: %d allocations failed in turn: %d gave a setup error code, %d cost one connection"
+         " (5xx or close), %d affected no connection", label, tried, setup, cleanly,
+         tried - setup - cleanly);
     is_int(bad_hang, 0, "%s: no connection hangs after a failed allocation", label);
     is_int(bad_multi, 0, "%s: a failed allocation affects at most one connection", label);
     is_int(bad_ctl, 0, "%s: the server keeps serving new connections", label);

@@ -135,7 +135,7 @@ with tls_server("--request-timeout-ms", "1500") as srv:
     rc, out = s_client(port, "-tls1_2", "-CAfile", p("ca.crt"))
     ok("Protocol  : TLSv1.2" in out or "TLSv1.2" in out, "TLS 1.2 handshake", out[-800:])
     rc, out = s_client(port, "-tls1_1", "-cipher", "DEFAULT:@SECLEVEL=0")
-    ok(rc != 0 and "Cipher is (NONE)" in out or "alert protocol version" in out, "TLS 1.1 refused", out[-800:])
+    ok(rc != 0 and ("Cipher is (NONE)" in out or "alert protocol version" in out), "TLS 1.1 refused", out[-800:])
     rc, out = s_client(port, "-tls1", "-cipher", "DEFAULT:@SECLEVEL=0")
     ok(rc != 0, "TLS 1.0 refused", out[-800:])
 
@@ -172,6 +172,18 @@ with tls_server("--request-timeout-ms", "1500") as srv:
         got.append(st == 200 and b == bytes([65 + i]) * 9000)
     eq(got, [True] * 12, "12 pipelined 9000-byte POSTs (108 KB in one write) all echoed")
     s.close()
+    # 3000 pipelined GETs: the reader pauses and resumes while decrypted
+    # bytes wait inside the TLS session, where epoll cannot see them.
+    s = https_conn(port)
+    s.sendall(b"".join(b"GET /q%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(3000)))
+    rest, last = b"", None
+    for i in range(3000):
+        st, b, rest = read_http(s, rest)
+        if st != 200:
+            break
+        last = json.loads(b)["path"]
+    eq(last, "/q2999", "3000 pipelined requests in one write all answered")
+    s.close()
 
     # WebSocket over TLS (wss) with a real client.
     async def ws_check():
@@ -198,10 +210,11 @@ with tls_server("--request-timeout-ms", "1500") as srv:
     stalled[0].settimeout(5)
     try:
         data = stalled[0].recv(4096)
-    except (ConnectionResetError, socket.timeout) as e:
-        data = repr(e).encode()
-    ok(b"HTTP/1.1" not in data and b"timeout" not in data, "stalled handshake closed by the deadline, no plaintext 408",
-       data[:200])
+    except ConnectionResetError:
+        data = b""
+    except socket.timeout:
+        data = b"(still open)"
+    eq(data, b"", "stalled handshake closed by the request deadline, no plaintext 408")
     for x in stalled:
         x.close()
 

@@ -50,12 +50,15 @@ static int auto_404(nsv__loop *l, nsv__conn *c, const nsv__request *r)
 }
 
 /* Serialize one request into the event queue. */
-static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const char *body, size_t blen)
+static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const nsv__request *parsed,
+                        const char *body, size_t blen)
 {
     nsv_server *s = l->srv;
     nsv__request r;
-    if (nsv__http_parse_request(data, c->head_len, &r, l->hdrs, NSV__ARRAY_LEN(l->hdrs),
-                                (size_t)s->max_uri) <= 0)
+    if (parsed) /* head parsed in this same pass: no second parse */
+        r = *parsed;
+    else if (nsv__http_parse_request(data, c->head_len, &r, l->hdrs, NSV__ARRAY_LEN(l->hdrs),
+                                     (size_t)s->max_uri) <= 0)
         return nsv__error_reply(l, c, 400), H_ERROR;
     uint32_t np = 0, rflags = 0;
     int32_t route = -1;
@@ -150,13 +153,13 @@ static void send_continue(nsv__loop *l, nsv__conn *c)
 }
 
 /* Parse the head once it is complete and decide how the body is framed. */
-static int start_request(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
+static int start_request(nsv__loop *l, nsv__conn *c, const char *data, size_t len, nsv__request *rp)
 {
     nsv_server *s = l->srv;
-    nsv__request r;
+    nsv__request *r = rp;
     size_t maxh = (size_t)s->max_headers < NSV__ARRAY_LEN(l->hdrs) ? (size_t)s->max_headers
                                                                   : NSV__ARRAY_LEN(l->hdrs);
-    int n = nsv__http_parse_request(data, len, &r, l->hdrs, maxh, (size_t)s->max_uri);
+    int n = nsv__http_parse_request(data, len, r, l->hdrs, maxh, (size_t)s->max_uri);
     if (n == 0) {
         if (len > (size_t)s->max_header_bytes)
             return nsv__error_reply(l, c, 431), H_ERROR;
@@ -167,19 +170,19 @@ static int start_request(nsv__loop *l, nsv__conn *c, const char *data, size_t le
     if ((size_t)n > (size_t)s->max_header_bytes)
         return nsv__error_reply(l, c, 431), H_ERROR;
     c->head_len = (uint32_t)n;
-    c->http10 = r.minor_version == 0;
-    c->keepalive = c->http10 ? !!(r.flags & NSV__RF_CONN_KEEPALIVE) : !(r.flags & NSV__RF_CONN_CLOSE);
-    c->head = r.method_len == 4 && memcmp(r.method, "HEAD", 4) == 0;
-    if (r.flags & NSV__RF_CHUNKED) {
+    c->http10 = r->minor_version == 0;
+    c->keepalive = c->http10 ? !!(r->flags & NSV__RF_CONN_KEEPALIVE) : !(r->flags & NSV__RF_CONN_CLOSE);
+    c->head = r->method_len == 4 && memcmp(r->method, "HEAD", 4) == 0;
+    if (r->flags & NSV__RF_CHUNKED) {
         c->body_need = -1;
         c->raw_off = (uint32_t)n;
     } else {
-        int64_t cl = r.content_length < 0 ? 0 : r.content_length;
+        int64_t cl = r->content_length < 0 ? 0 : r->content_length;
         if (cl > s->max_body)
             return nsv__error_reply(l, c, 413), H_ERROR;
         c->body_need = cl;
     }
-    if ((r.flags & NSV__RF_EXPECT_CONTINUE) && !c->http10 && c->body_need != 0 &&
+    if ((r->flags & NSV__RF_EXPECT_CONTINUE) && !c->http10 && c->body_need != 0 &&
         len == (size_t)n)
         send_continue(l, c);
     return H_DONE;
@@ -193,23 +196,25 @@ static int handle(nsv__loop *l, nsv__conn *c, char *data, size_t len, size_t *co
         c->req_started = 1;
         c->deadline = l->now + s->request_timeout_ms;
     }
+    nsv__request req, *parsed = NULL;
     if (c->head_len == 0) {
         /* A head only completes at a line end: re-parse only when new bytes
          * hold one, so a byte-at-a-time sender costs linear, not quadratic. */
         if (c->scan_len && len > c->scan_len && !memchr(data + c->scan_len, '\n', len - c->scan_len) &&
             len <= (size_t)s->max_header_bytes)
             return H_MORE;
-        int r = start_request(l, c, data, len);
+        int r = start_request(l, c, data, len, &req);
         if (r == H_MORE)
             c->scan_len = (uint32_t)len;
         if (r != H_DONE)
             return r;
+        parsed = &req;
     }
     if (c->body_need >= 0) {
         size_t total = c->head_len + (size_t)c->body_need;
         if (len < total)
             return H_MORE;
-        int r = emit_request(l, c, data, data + c->head_len, (size_t)c->body_need);
+        int r = emit_request(l, c, data, parsed, data + c->head_len, (size_t)c->body_need);
         *consumed = total;
         if (r == H_DONE)
             request_reset(c);
@@ -227,7 +232,7 @@ static int handle(nsv__loop *l, nsv__conn *c, char *data, size_t len, size_t *co
     if (r == 0)
         return H_MORE;
     *consumed = c->raw_off;
-    r = emit_request(l, c, data, data + c->head_len, c->body_len);
+    r = emit_request(l, c, data, parsed, data + c->head_len, c->body_len);
     if (r == H_DONE)
         request_reset(c);
     return r;

@@ -112,10 +112,12 @@ install: lib
 	ln -sf $(notdir $(SOREAL)) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libnanosrv.so
 	install -m 644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 $(BUILD)/nanosrv.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LIBS)|' \
+	    libnanosrv/nanosrv.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/nanosrv.pc
 
 clean:
 	rm -rf build
 
 -include bench/bench.mk
 -include tests/fuzz/fuzz.mk
+-include tests/shim/shim.mk

@@ -11,7 +11,7 @@
 
 #define NSV__MAX_LISTENERS 32
 #define NSV__MAX_LOOPS 64
-#define NSV__SCRATCH (64 * 1024)  /* per-loop read buffer */
+#define NSV__SCRATCH (256 * 1024) /* per-loop read buffer: a 64 KiB frame and more fit */
 #define NSV__BLOCK (16 * 1024)    /* pooled per-connection buffer size */
 #define NSV__POOL_MAX 256         /* pooled blocks kept per loop */
 #define NSV__PIPELINE_OUT (64 * 1024) /* stop parsing ahead above this much output */
@@ -122,6 +122,8 @@ typedef struct nsv__loop {
     char *scratch;
     char *pool[NSV__POOL_MAX];
     int npool;
+    nsv__buf big[4];     /* released large buffers kept for reuse (no malloc churn) */
+    int nbig;
     nsv__evq q;          /* events for the host (sharded: guarded by qlock) */
     char date[40];       /* "Date: ...\r\n" */
     int64_t date_sec;

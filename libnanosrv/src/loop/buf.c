@@ -18,11 +18,15 @@ static void pool_put(nsv__loop *l, char *p)
         nsv__free(&l->srv->alloc, p);
 }
 
+#define BIG_KEEP (1024 * 1024) /* larger buffers go back to the allocator */
+
 void nsv__buf_release(nsv__loop *l, nsv__buf *b)
 {
     if (b->p) {
         if (b->cap == NSV__BLOCK)
             pool_put(l, b->p);
+        else if (b->cap <= BIG_KEEP && l->nbig < (int)NSV__ARRAY_LEN(l->big))
+            l->big[l->nbig++] = (nsv__buf){b->p, 0, b->cap, 0};
         else
             nsv__free(&l->srv->alloc, b->p);
     }
@@ -58,6 +62,23 @@ int nsv__buf_reserve(nsv__loop *l, nsv__buf *b, size_t extra)
     size_t cap = b->cap ? b->cap : NSV__BLOCK;
     while (cap < need)
         cap *= 2;
+    /* A kept large buffer that is big enough: swap it in, no allocation. */
+    for (int i = 0; i < l->nbig; i++) {
+        if (l->big[i].cap < need || l->big[i].cap <= b->cap)
+            continue;
+        char *p = l->big[i].p;
+        uint32_t bcap = l->big[i].cap;
+        l->big[i] = l->big[--l->nbig];
+        if (b->len)
+            memcpy(p, b->p, b->len);
+        nsv__buf old = *b;
+        b->p = p;
+        b->cap = bcap;
+        old.len = old.off = 0;
+        if (old.p)
+            nsv__buf_release(l, &old);
+        return 0;
+    }
     char *p;
     if (b->cap == NSV__BLOCK) {
         p = nsv__malloc(&l->srv->alloc, cap);

@@ -73,6 +73,8 @@ void nsv__loop_free(nsv__loop *l)
     nsv__free(a, l->cmd_spare);
     for (int i = 0; i < l->npool; i++)
         nsv__free(a, l->pool[i]);
+    for (int i = 0; i < l->nbig; i++)
+        nsv__free(a, l->big[i].p);
     nsv__free(a, l->q.p);
     nsv__free(a, l->scratch);
     if (l->locks_ready) {
@@ -439,7 +441,7 @@ int nsv__loop_run_once(nsv__loop *l, int timeout_ms)
     struct epoll_event evs[256];
     l->now = nsv_millis();
     int64_t until_sweep = l->next_sweep - l->now;
-    if (l->nused && (timeout_ms < 0 || timeout_ms > until_sweep))
+    if ((l->nused || l->accept_pause_end) && (timeout_ms < 0 || timeout_ms > until_sweep))
         timeout_ms = until_sweep < 0 ? 0 : (int)until_sweep;
     if (l->dirty || nsv__tls_has_ready(l))
         timeout_ms = 0; /* buffered requests or decrypted bytes wait */

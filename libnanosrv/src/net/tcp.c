@@ -77,6 +77,17 @@ int nsv__tcp_send(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
         return NSV_EAGAIN;
     if (len == 0)
         return NSV_OK;
+    if (c->state == NSV__C_TCP && queued == 0 && len >= 16384 && !c->tls) {
+        /* Idle connection, large write: straight to the socket, keep only the rest. */
+        ssize_t n = send(c->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            data += n;
+            len -= (size_t)n;
+            c->deadline = l->now + l->srv->idle_timeout_ms;
+            if (len == 0)
+                return NSV_OK;
+        }
+    }
     int r = nsv__buf_append(l, &c->out, data, len);
     if (r)
         return r;

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 typedef struct nsv__ws {
     nsv__ws_msg msg;
@@ -56,10 +57,35 @@ void nsv__ws_check_request(nsv__conn *c, const nsv__request *r)
     c->ws_check = 1;
 }
 
+/* Large frames on an idle connection go straight to the socket (writev):
+ * one copy fewer than buffering them. Only what the kernel refuses is kept. */
+static size_t send_direct(nsv__conn *c, const uint8_t *hdr, size_t h, const char *data, size_t len)
+{
+    if (len < 16384 || c->out.len != c->out.off || c->tls || c->fd < 0)
+        return 0;
+    struct iovec iov[2] = {{(void *)hdr, h}, {(void *)data, len}};
+    ssize_t n = writev(c->fd, iov, 2);
+    return n > 0 ? (size_t)n : 0;
+}
+
 static int queue_frame(nsv__loop *l, nsv__conn *c, int opcode, const char *data, size_t len)
 {
     uint8_t hdr[NSV__WS_MAX_HEADER];
     size_t h = nsv__ws_write_header(hdr, 1, opcode, len);
+    size_t sent = send_direct(c, hdr, h, data, len);
+    if (sent >= h) { /* header out: buffer the rest of the payload, if any */
+        size_t done = sent - h;
+        if (done == len)
+            return NSV_OK;
+        int r = nsv__buf_append(l, &c->out, data + done, len - done);
+        if (r == 0)
+            nsv__conn_mark_dirty(l, c);
+        return r;
+    }
+    if (sent) { /* part of the header only: keep the rest of it, then the payload */
+        memmove(hdr, hdr + sent, h - sent);
+        h -= sent;
+    }
     int r = nsv__buf_reserve(l, &c->out, h + len);
     if (r)
         return r;
@@ -118,8 +144,8 @@ int nsv__ws_accept(nsv__loop *l, nsv__conn *c, const char *extra, size_t elen)
     nsv__conn_mark_dirty(l, c);
     if (!c->reading)
         nsv__conn_set_events(l, c, 1, c->writing);
-    if (c->in.len > c->in.off) /* frames sent right behind the handshake */
-        nsv__ws_on_readable(l, c);
+    /* Frames sent right behind the handshake are read from the dirty list
+     * (nsv__loop_flush_dirty): here c->in may still hold the request itself. */
     return NSV_OK;
 }
 
@@ -240,6 +266,9 @@ static long process(nsv__loop *l, nsv__conn *c, uint8_t *p, size_t len)
             return fail(l, c, -r), -1;
         uint8_t opcode = ws->msg.opcode;
         int whole = ws->fpos == 0 && n == ws->f.len && ws->f.fin && ws->msgbuf.len == 0;
+        /* Room for the whole frame at once: one allocation, not a doubling chain. */
+        if (!whole && ws->fpos == 0 && nsv__buf_reserve(l, &ws->msgbuf, (size_t)ws->f.len) != 0)
+            return fail(l, c, 1011), -1;
         if (!whole && n && nsv__buf_append(l, &ws->msgbuf, pl, n) != 0)
             return fail(l, c, 1011), -1;
         ws->fpos += n;
@@ -281,7 +310,7 @@ void nsv__ws_on_readable(nsv__loop *l, nsv__conn *c)
                 c->in.len += (uint32_t)n;
             p = (uint8_t *)c->in.p + c->in.off;
             len = c->in.len - c->in.off;
-            if (n < 0 && errno == EAGAIN && rounds == 0)
+            if (n < 0 && (errno == EAGAIN || errno == EINTR) && rounds == 0)
                 n = 1; /* process what the handshake left behind */
         }
         if (n == 0) {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { R_INDEX, R_USER, R_STREAM, R_ECHO, R_HEALTH };
+enum { R_INDEX, R_USER, R_STREAM, R_ECHO, R_HEALTH, R_WS };
 
 static const char page[] =
     "<!doctype html><html><head><meta charset=utf-8><title>libnanosrv demo</title></head>"
@@ -15,7 +15,10 @@ static const char page[] =
     "<ul><li><a href=\"/api/users/42?fields=name\">/api/users/42</a> &mdash; route params as JSON</li>"
     "<li><a href=\"/stream\">/stream</a> &mdash; a chunked response</li>"
     "<li><code>curl -d hello localhost:8080/echo</code> &mdash; echo</li>"
-    "<li><a href=\"/health\">/health</a></li></ul></body></html>\n";
+    "<li><a href=\"/health\">/health</a></li></ul>"
+    "<h2>WebSocket echo</h2><input id=m value=\"hello\"><button onclick=\"s.send(m.value)\">send</button>"
+    "<pre id=o></pre><script>var s=new WebSocket('ws://'+location.host+'/ws');"
+    "s.onmessage=function(e){o.textContent+=e.data+'\\n'};</script></body></html>\n";
 
 static nsv_server *srv;
 static void on_signal(int sig) { (void)sig; nsv_stop(srv); }
@@ -51,6 +54,8 @@ static void handle(const nsv_event *e, const char *a)
     case R_HEALTH:
         nsv_reply(srv, e->conn, 200, "Content-Type: application/json\r\n", 32, "{\"ok\":true}\n", 12);
         break;
+    case R_WS: /* WS_MESSAGE events come with the route */
+        break;
     default:
         nsv_reply(srv, e->conn, 404, "Content-Type: text/plain\r\n", 26, "not found\n", 10);
     }
@@ -65,6 +70,7 @@ int main(int argc, char **argv)
     nsv_route(srv, "GET", 3, "/stream", 7, R_STREAM, 0);
     nsv_route(srv, "POST", 4, "/echo", 5, R_ECHO, 0);
     nsv_route(srv, "GET", 3, "/health", 7, R_HEALTH, 0);
+    nsv_route(srv, "GET", 3, "/ws", 3, R_WS, NSV_ROUTE_WEBSOCKET);
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
     int lid = nsv_listen(srv, url, strlen(url));
@@ -81,9 +87,12 @@ int main(int argc, char **argv)
     static char arena[2 << 20];
     int n;
     while ((n = nsv_poll(srv, evs, 128, arena, sizeof arena, 1000)) >= 0)
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n; i++) {
             if (evs[i].type == NSV_EV_REQUEST)
                 handle(&evs[i], arena);
+            else if (evs[i].type == NSV_EV_WS_MESSAGE)
+                nsv_ws_send(srv, evs[i].conn, evs[i].code, arena + evs[i].body_off, evs[i].body_len);
+        }
     nsv_server_free(srv);
     return 0;
 }

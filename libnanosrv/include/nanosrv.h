@@ -182,11 +182,13 @@ enum nsv_option {
  * String options for nsv_set_str. Ids are never reused. TLS listeners
  * (https://, wss://, tls://) need a certificate chain and its key, each from
  * a PEM file or PEM bytes in memory (the _PEM forms, for hosts that keep
- * secrets out of files). They are read and checked by the first TLS
- * nsv_listen (NSV_ETLS with the reason in nsv_last_error_detail) and frozen
- * from then on (nsv_set_str returns NSV_ESTATE). The _CLIENT_CA options are
- * for outbound TLS connections and are frozen at the first one. Setting a
- * _FILE option clears its _PEM twin and the other way round.
+ * secrets out of files). A _FILE option reads the file at once (NSV_ETLS if
+ * it cannot) and replaces its _PEM twin, and the other way round. The
+ * options, with NSV_OPT_TLS_VERIFY_CLIENT, are parsed and checked by the
+ * first TLS nsv_listen (NSV_ETLS with the mbedTLS reason in
+ * nsv_last_error_detail) and frozen from then on (nsv_set_str returns
+ * NSV_ESTATE). The _CLIENT_CA options are for outbound TLS connections and
+ * are frozen at the first one.
  */
 enum nsv_str_option {
     NSV_OPT_TLS_CERT_FILE = 100,     /* certificate chain (PEM file), leaf first */

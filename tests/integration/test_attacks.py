@@ -13,7 +13,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from nsvtest import ok, eq, done, echo_server, connect, read_response, request, closed_by_peer  # noqa
+from nsvtest import ok, eq, done, echo_server, connect, read_response, request, closed_by_peer, Server, BUILD  # noqa
 
 GET = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
 
@@ -295,6 +295,29 @@ with echo_server("--max-header-bytes", "8192", "--max-body", "100000", "--reques
     ok(closed_by_peer(s, 2), "half-close: server closes after answering")
     s.close()
 
+    # A WebSocket upgrade whose head arrives in pieces (so it is buffered),
+    # then a frame: the request bytes must not be taken for frames.
+    s = connect(P)
+    up = (b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+          b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+    for i in range(0, len(up), 40):
+        s.sendall(up[i:i + 40])
+        time.sleep(0.02)
+    s.sendall(b"\x81\x82\x00\x00\x00\x00hi")
+    s.settimeout(3)
+    got = b""
+    try:
+        while not got.endswith(b"\x81\x02hi") and len(got) < 4096:
+            d = s.recv(4096)
+            if not d:
+                break
+            got += d
+    except OSError:
+        pass
+    ok(got.startswith(b"HTTP/1.1 101 ") and got.endswith(b"\x81\x02hi"),
+       "WebSocket upgrade sent in pieces: 101, then the frame echoed", got[-20:])
+    s.close()
+
     # Garbage on 200 connections: 400 or a close, nothing else.
     rnd = random.Random(7)
     gs = []
@@ -348,7 +371,10 @@ with echo_server("--max-header-bytes", "8192", "--max-body", "100000", "--reques
 # reading it once ~64 KiB of responses wait (plus 64 KiB of input), so its
 # memory stays bounded and other clients are served; when the client reads,
 # every response arrives complete and in order.
-with echo_server("--request-timeout-ms", "30000", "--idle-timeout-ms", "30000") as srv:
+# Sanitizer builds keep freed memory in quarantine: turn it off so RSS
+# reflects what the server holds.
+with Server([os.path.join(BUILD, "echo-server"), "--port", "0"],
+            env={"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=0"}) as srv:
     P = srv.port
     NREQ = 50000
     pad = b"p" * 60
@@ -372,7 +398,9 @@ with echo_server("--request-timeout-ms", "30000", "--idle-timeout-ms", "30000") 
        % (off // 1024, unread // 1024))
     rss1 = proc_rss_kb(srv.proc.pid)
     grew = rss1 - rss0
-    ok(grew < 1536, "slow reader: server RSS grew %d KiB (< 1.5 MiB) after %d KiB pipelined" % (grew, off // 1024))
+    budget = 3072 if os.environ.get("SAN") else 1536  # KiB; sanitizer allocators hold more
+    ok(grew < budget, "slow reader: server RSS grew %d KiB (< %d KiB) after %d KiB pipelined"
+       % (grew, budget, off // 1024))
     lat = [timed_get(P) for _ in range(20)]
     ok(all(st == 200 for st, _ in lat) and max(d for _, d in lat) < 0.5,
        "slow reader: other clients served meanwhile (worst %.1f ms)" % (max(d for _, d in lat) * 1000))

@@ -115,7 +115,7 @@ def read_http(sock, buf=b""):
 
 
 # ---- one-way TLS ----
-with tls_server("--request-timeout-ms", "1500") as srv:
+with tls_server() as srv:
     port = srv.port
     rc, out, err = curl(port, "/hello?x=1")
     ok(rc == 0, "curl GET over https", err)
@@ -180,6 +180,7 @@ with tls_server("--request-timeout-ms", "1500") as srv:
     for i in range(3000):
         st, b, rest = read_http(s, rest)
         if st != 200:
+            last = (last, st, b[:200])
             break
         last = json.loads(b)["path"]
     eq(last, "/q2999", "3000 pipelined requests in one write all answered")
@@ -199,24 +200,6 @@ with tls_server("--request-timeout-ms", "1500") as srv:
         ok(asyncio.run(ws_check()), "wss:// text and 300 KB binary echo")
     except Exception as e:  # noqa
         ok(False, "wss:// text and 300 KB binary echo", repr(e))
-
-    # Stalled handshakes: one client sends half a ClientHello, one nothing.
-    hello_part = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"
-    stalled = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
-    stalled[0].sendall(hello_part)
-    t0 = time.time()
-    rc, out, err = curl(port, "/while-stalled")
-    ok(rc == 0 and time.time() - t0 < 3, "a stalled handshake does not block other clients", err)
-    stalled[0].settimeout(5)
-    try:
-        data = stalled[0].recv(4096)
-    except ConnectionResetError:
-        data = b""
-    except socket.timeout:
-        data = b"(still open)"
-    eq(data, b"", "stalled handshake closed by the request deadline, no plaintext 408")
-    for x in stalled:
-        x.close()
 
     # Plain HTTP to the TLS port: rejected without disturbing the server.
     x = socket.create_connection(("127.0.0.1", port), timeout=5)
@@ -251,6 +234,29 @@ with tls_server("--request-timeout-ms", "1500") as srv:
     ok(srv.alive(), "server alive")
     eq(srv.stop(), 0, "drains and exits 0")
 
+# ---- handshakes under the request deadline ----
+with tls_server("--request-timeout-ms", "1000") as srv:
+    port = srv.port
+    # Stalled handshakes: one client sends half a ClientHello, one nothing.
+    hello_part = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"
+    stalled = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+    stalled[0].sendall(hello_part)
+    t0 = time.time()
+    rc, out, err = curl(port, "/while-stalled")
+    ok(rc == 0 and time.time() - t0 < 3, "a stalled handshake does not block other clients", err)
+    stalled[0].settimeout(5)
+    try:
+        data = stalled[0].recv(4096)
+    except ConnectionResetError:
+        data = b""
+    except socket.timeout:
+        data = b"(still open)"
+    eq(data, b"", "stalled handshake closed by the request deadline, no plaintext 408")
+    for x in stalled:
+        x.close()
+
+    ok(srv.alive(), "server alive after stalled handshakes")
+
 # ---- sharded manager ----
 with tls_server(threads=2) as srv:
     res = [None] * 16
@@ -273,6 +279,7 @@ with tls_server(threads=2) as srv:
     for t in ts:
         t.join()
     eq(res, [True] * len(res), "sharded server (2 workers): 16 TLS clients x 3 keep-alive requests")
+    eq(srv.stop(), 0, "sharded TLS server exits 0")
 
 # ---- mutual TLS ----
 with tls_server("--ca", p("ca.crt")) as srv:
@@ -292,6 +299,7 @@ with tls_server("--ca", p("ca.crt")) as srv:
         eq(asyncio.run(wss_mtls()), "mtls", "wss:// with a client certificate")
     except Exception as e:  # noqa
         ok(False, "wss:// with a client certificate", repr(e))
+    eq(srv.stop(), 0, "mutual TLS server exits 0")
 
 with tls_server("--ca-optional", p("ca.crt")) as srv:
     rc, out, err = curl(srv.port, "/o")
@@ -300,6 +308,7 @@ with tls_server("--ca-optional", p("ca.crt")) as srv:
     ok(rc == 0 and json.loads(out).get("subject") == "CN=alice, O=Example", "optional: good certificate verified", err)
     rc, out, err = curl(srv.port, "/o", "--cert", p("mallory.crt"), "--key", p("mallory.key"))
     ok(rc == 0 and json.loads(out).get("subject") == "", "optional: unverified certificate gives no subject", err)
+    eq(srv.stop(), 0, "optional mutual TLS server exits 0")
 
 # ---- certificates a client must not accept (the server serves what it is given) ----
 with tls_server(cert="expired") as srv:

@@ -297,7 +297,9 @@ void nsv__drain_check(nsv__loop *l)
         return;
     for (uint32_t i = 0; i < l->nslots; i++) {
         nsv__conn *c = NSV__CONN(l, i);
-        if (c->state == NSV__C_READ && !c->req_started && c->in.len == c->in.off &&
+        /* Idle keep-alive connections go; a fresh one may still be about to
+         * send its first request, which then gets Connection: close. */
+        if (c->state == NSV__C_READ && c->served && !c->req_started && c->in.len == c->in.off &&
             c->out.len == c->out.off)
             nsv__conn_close(l, c);
     }

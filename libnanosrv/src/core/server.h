@@ -62,6 +62,7 @@ typedef struct nsv__conn {
     uint8_t peer_closed;    /* read side hit EOF */
     uint8_t http10;
     uint8_t lingering;      /* write side shut; discarding input until EOF */
+    uint8_t served;         /* answered a request: idle now means idle keep-alive */
     uint16_t listener;
     uint16_t peer_port;
     uint32_t slot;

@@ -119,6 +119,7 @@ int nsv__scan_headers(const char *h, size_t n, unsigned *seen)
 
 static void request_done(nsv__loop *l, nsv__conn *c)
 {
+    c->served = 1;
     nsv__ticket(l, c, NSV__T_IDLE);
     if (c->keepalive && !atomic_load(&l->srv->draining)) {
         c->state = NSV__C_READ;

@@ -41,6 +41,7 @@ typedef struct tls_opts {
     char *pem[NSTR];        /* by IDX of the _PEM option (file options land there) */
     size_t len[NSTR];
     int server_frozen;      /* a TLS listener parsed them */
+    int verify_client;      /* NSV_OPT_TLS_VERIFY_CLIENT as it was then */
     int client_frozen;      /* an outbound session parsed them */
 } tls_opts;
 
@@ -341,7 +342,7 @@ static int build_server(nsv_server *s, tls_loop *tl, const tls_opts *o)
         return tls_error(s, r, "private key");
     if ((r = check_pair(&sd->chain.pk, &sd->key, &tl->drbg)) != 0)
         return tls_error(s, r, "certificate and private key do not match");
-    int verify = (int)s->tls_verify_client;
+    int verify = o->verify_client;
     if (verify) {
         if (!o->pem[IDX(NSV_OPT_TLS_CA_PEM)])
             return nsv__set_detail(s, NSV_ETLS, "NSV_OPT_TLS_VERIFY_CLIENT needs NSV_OPT_TLS_CA_FILE/_PEM");
@@ -463,6 +464,7 @@ int nsv__tls_server_init(nsv_server *s)
     pthread_mutex_lock(&o->lock);
     int r = NSV_OK;
     if (!o->server_frozen) {
+        o->verify_client = (int)s->tls_verify_client; /* loops build from this snapshot */
         tls_loop *tmp = loop_tls_create(s);
         r = tmp ? build_server(s, tmp, o) : NSV_ETLS;
         if (tmp)

@@ -85,6 +85,9 @@ typedef struct nsv__conn {
     struct nsv__ws *ws;     /* WebSocket state once upgraded */
     void *tls;              /* TLS session (tls/), NULL for plain TCP */
     uint8_t paused;         /* raw TCP: host paused reading */
+    uint8_t await_tls;      /* outbound tls://: TCP_CONNECTED waits for the handshake */
+    uint8_t tls_host_len;
+    char *tls_host;         /* outbound tls://: name for SNI and verification */
     uint8_t unwritable;     /* raw TCP: queued output went over the high water mark */
     uint8_t shut_wr;        /* raw TCP: shut the write side once output is sent */
     uint32_t high_water, low_water;
@@ -233,6 +236,7 @@ void nsv__http_timeout(nsv__loop *l, nsv__conn *c);
 nsv__conn *nsv__loop_adopt_kind(nsv__loop *l, int fd, int lidx, int kind, const struct sockaddr_storage *ss);
 void nsv__tcp_on_readable(nsv__loop *l, nsv__conn *c);
 void nsv__tcp_on_writable(nsv__loop *l, nsv__conn *c);
+void nsv__tcp_tls_connected(nsv__loop *l, nsv__conn *c);
 void nsv__tcp_after_flush(nsv__loop *l, nsv__conn *c);
 int nsv__tcp_send(nsv__loop *l, nsv__conn *c, const char *data, size_t len);
 int nsv__tcp_op(nsv__loop *l, nsv__conn *c, int op, int64_t a, int64_t b);

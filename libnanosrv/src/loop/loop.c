@@ -57,6 +57,7 @@ void nsv__loop_free(nsv__loop *l)
         nsv__conn *c = NSV__CONN(l, i);
         if (c->state != NSV__C_FREE) {
             nsv__tls_free(l, c);
+            nsv__free(a, c->tls_host);
             close(c->fd);
             nsv__buf_release(l, &c->in);
             nsv__buf_release(l, &c->out);
@@ -179,6 +180,10 @@ void nsv__conn_close(nsv__loop *l, nsv__conn *c)
         nsv__evq_emit_simple(l, c, NSV_EV_CLOSE, 0, NULL, 0);
     nsv__ws_free(l, c);
     nsv__tls_free(l, c);
+    if (c->tls_host) {
+        nsv__free(&l->srv->alloc, c->tls_host);
+        c->tls_host = NULL;
+    }
     close(c->fd); /* also removes it from epoll */
     _Atomic uint32_t *tk = atomic_load_explicit(&l->tickets[c->slot / CHUNK], memory_order_relaxed);
     atomic_store_explicit(&tk[c->slot % CHUNK], 0, memory_order_release);
@@ -419,8 +424,11 @@ static void on_conn_event(nsv__loop *l, uint32_t slot, uint32_t events)
         int h = nsv__tls_handshake(l, c);
         if (h <= 0)
             return;
-        if (h == 2)
+        if (h == 2) {
             events |= EPOLLIN; /* application data may have come with it */
+            if (c->await_tls)
+                nsv__tcp_tls_connected(l, c);
+        }
     }
     if (events & EPOLLOUT) {
         if (nsv__conn_flush(l, c) < 0)

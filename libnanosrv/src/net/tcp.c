@@ -4,6 +4,7 @@
  * never blocks on DNS. */
 #include "../core/server.h"
 #include "io.h"
+#include "../tls/tls.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
@@ -180,8 +181,29 @@ void nsv__tcp_on_writable(nsv__loop *l, nsv__conn *c)
     }
     c->state = NSV__C_TCP;
     c->deadline = l->now + l->srv->idle_timeout_ms;
+    if (c->tls_host) { /* tls://: connected means handshake done */
+        int r = nsv__tls_client_start(l, c, c->tls_host, c->tls_host_len);
+        if (r != 0)
+            return connect_failed(l, c, NSV_ETLS, nsv_last_error_detail(l->srv));
+        c->await_tls = 1;
+        nsv__conn_set_events(l, c, 1, 0);
+        int h = nsv__tls_handshake(l, c);
+        if (h == 2)
+            nsv__tcp_tls_connected(l, c);
+        return;
+    }
     nsv__conn_set_events(l, c, !c->paused, 0);
     emit(l, c, NSV_EV_TCP_CONNECTED, 0, 0, NULL, 0);
+    if (c->out.len > c->out.off || c->shut_wr)
+        nsv__conn_mark_dirty(l, c);
+}
+
+/* The outbound TLS handshake completed. */
+void nsv__tcp_tls_connected(nsv__loop *l, nsv__conn *c)
+{
+    c->await_tls = 0;
+    nsv__conn_set_events(l, c, !c->paused, c->writing);
+    emit(l, c, NSV_EV_TCP_CONNECTED, 0, NSV_EVF_TLS, NULL, 0);
     if (c->out.len > c->out.off || c->shut_wr)
         nsv__conn_mark_dirty(l, c);
 }
@@ -229,10 +251,11 @@ int64_t nsv__tcp_connect_here(nsv__loop *l, const char *url, size_t len)
     if (nsv_url_parse(url, len, &u) != 0)
         return nsv__set_detail(s, NSV_EURL, "malformed URL");
     const char *sc = url + u.scheme_off;
-    if (u.scheme_len == 3 && nsv__strncaseeq(sc, "tls", 3))
+    int tls = u.scheme_len == 3 && nsv__strncaseeq(sc, "tls", 3);
+    if (tls && !nsv_tls_available())
         return nsv__set_detail(s, NSV_ENOTSUP, "outbound TLS is not available in this build");
-    if (!(u.scheme_len == 3 && nsv__strncaseeq(sc, "tcp", 3)))
-        return nsv__set_detail(s, NSV_EURL, "nsv_connect takes tcp://host:port");
+    if (!tls && !(u.scheme_len == 3 && nsv__strncaseeq(sc, "tcp", 3)))
+        return nsv__set_detail(s, NSV_EURL, "nsv_connect takes tcp://host:port or tls://host:port");
     if (u.port <= 0 || u.port > 65535 || u.host_len == 0 || u.host_len >= 256)
         return nsv__set_detail(s, NSV_EURL, "tcp:// needs a host and a port");
     if (atomic_fetch_add(&s->nconns, 1) >= s->max_conns) {
@@ -252,6 +275,15 @@ int64_t nsv__tcp_connect_here(nsv__loop *l, const char *url, size_t len)
     c->low_water = (uint32_t)s->tcp_low_water;
     c->deadline = l->now + s->connect_timeout_ms;
     uint64_t id = nsv__conn_id(l, c);
+    if (tls) { /* kept for SNI and certificate verification once connected */
+        c->tls_host = nsv__malloc(&s->alloc, u.host_len);
+        if (!c->tls_host) {
+            nsv__conn_close(l, c);
+            return NSV_ENOMEM;
+        }
+        memcpy(c->tls_host, url + u.host_off, u.host_len);
+        c->tls_host_len = (uint8_t)u.host_len;
+    }
     char host[256];
     memcpy(host, url + u.host_off, u.host_len);
     host[u.host_len] = 0;

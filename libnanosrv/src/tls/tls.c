@@ -642,6 +642,12 @@ static int hs_step(nsv__loop *l, nsv__conn *c, tls_sess *t)
 static void hs_failed(nsv__loop *l, nsv__conn *c, int r)
 {
     atomic_fetch_add(&l->srv->tls_failures, 1);
+    if (c->await_tls) { /* outbound: the host hears why its connect failed */
+        char msg[200];
+        memcpy(msg, "TLS: ", 5);
+        mbedtls_strerror(r, msg + 5, sizeof msg - 5);
+        nsv__evq_emit(l, c, NSV_EV_ERROR, NSV_ETLS, 0, msg, strlen(msg));
+    }
     if (nsv_log_level() >= NSV_LOG_DEBUG) {
         char msg[160];
         mbedtls_strerror(r, msg, sizeof msg);

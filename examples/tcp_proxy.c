@@ -1,5 +1,8 @@
 /* tcp_proxy.c - TCP port forwarder:
  *   tcp-proxy --listen PORT --to HOST:PORT [--connect-timeout-ms N]
+ *             [--to-tls] [--ca FILE]
+ * With --to-tls the outbound side is TLS (server certificate verified
+ * against --ca, default the system bundle, and the host name).
  * Prints "listening on PORT". Each accepted connection gets an outbound
  * one; bytes flow both ways. When one side stops reading, its peer is paused
  * at the high water mark, so a fast sender and a slow receiver never grow
@@ -19,19 +22,32 @@ int main(int argc, char **argv)
     int port = 0;
     const char *to = NULL;
     long ctimeout = 0;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--listen")) port = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--to")) to = argv[i + 1];
-        else if (!strcmp(argv[i], "--connect-timeout-ms")) ctimeout = atol(argv[i + 1]);
-        else to = NULL, i = argc;
+    int to_tls = 0;
+    const char *ca = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(argv[i], "--to-tls")) to_tls = 1;
+        else if (v && !strcmp(argv[i], "--listen")) port = atoi(v), i++;
+        else if (v && !strcmp(argv[i], "--to")) to = v, i++;
+        else if (v && !strcmp(argv[i], "--connect-timeout-ms")) ctimeout = atol(v), i++;
+        else if (v && !strcmp(argv[i], "--ca")) ca = v, i++;
+        else {
+            to = NULL;
+            break;
+        }
     }
     if (!to) {
-        fprintf(stderr, "usage: %s --listen PORT --to HOST:PORT [--connect-timeout-ms N]\n", argv[0]);
+        fprintf(stderr, "usage: %s --listen PORT --to HOST:PORT [--connect-timeout-ms N] [--to-tls] [--ca FILE]\n",
+                argv[0]);
         return 2;
     }
     char target[300];
-    snprintf(target, sizeof target, "tcp://%s", to);
+    snprintf(target, sizeof target, "%s://%s", to_tls ? "tls" : "tcp", to);
     srv = nsv_server_new();
+    if (ca && nsv_set_str(srv, NSV_OPT_TLS_CLIENT_CA_FILE, ca, strlen(ca)) != 0) {
+        fprintf(stderr, "tcp-proxy: --ca %s: %s\n", ca, nsv_last_error_detail(srv));
+        return 1;
+    }
     if (ctimeout)
         nsv_set_int(srv, NSV_OPT_CONNECT_TIMEOUT_MS, ctimeout);
     char url[64];

@@ -6,8 +6,8 @@
  * Prints "listening on PORT". Each accepted connection gets an outbound
  * one; bytes flow both ways. When one side stops reading, its peer is paused
  * at the high water mark, so a fast sender and a slow receiver never grow
- * the proxy's memory without bound. The two ids point at each other through
- * the connection tags. */
+ * the proxy's memory without bound. A small table pairs the two ids (event
+ * tags would do, except for events queued before the tag was set). */
 #include <nanosrv.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +15,45 @@
 #include <string.h>
 
 static nsv_server *srv;
+
+/* id -> peer id, open addressing; ids are never 0. */
+#define PAIRS 65536
+static uint64_t pair_key[PAIRS], pair_val[PAIRS];
+
+static size_t pair_slot(uint64_t id)
+{
+    size_t i = (size_t)(id * 0x9E3779B97F4A7C15ULL >> 48) & (PAIRS - 1);
+    while (pair_key[i] && pair_key[i] != id)
+        i = (i + 1) & (PAIRS - 1);
+    return i;
+}
+
+static void pair_set(uint64_t id, uint64_t peer)
+{
+    size_t i = pair_slot(id);
+    pair_key[i] = id;
+    pair_val[i] = peer;
+}
+
+static uint64_t pair_get(uint64_t id)
+{
+    size_t i = pair_slot(id);
+    return pair_key[i] ? pair_val[i] : 0;
+}
+
+static void pair_del(uint64_t id)
+{
+    size_t i = pair_slot(id);
+    if (!pair_key[i])
+        return;
+    pair_key[i] = 0;
+    /* re-insert the rest of the cluster so lookups still find them */
+    for (size_t j = (i + 1) & (PAIRS - 1); pair_key[j]; j = (j + 1) & (PAIRS - 1)) {
+        uint64_t k = pair_key[j], v = pair_val[j];
+        pair_key[j] = 0;
+        pair_set(k, v);
+    }
+}
 static void on_signal(int sig) { (void)sig; nsv_stop(srv); }
 
 int main(int argc, char **argv)
@@ -74,7 +113,7 @@ int main(int argc, char **argv)
         }
         for (int i = 0; i < n; i++) {
             const nsv_event *e = &evs[i];
-            uint64_t peer = e->tag;
+            uint64_t peer = pair_get(e->conn);
             switch (e->type) {
             case NSV_EV_TCP_OPEN: {
                 int64_t b = nsv_connect(srv, target, strlen(target));
@@ -82,8 +121,8 @@ int main(int argc, char **argv)
                     nsv_abort(srv, e->conn);
                     break;
                 }
-                nsv_conn_set_tag(srv, e->conn, (uint64_t)b);
-                nsv_conn_set_tag(srv, (uint64_t)b, e->conn);
+                pair_set(e->conn, (uint64_t)b);
+                pair_set((uint64_t)b, e->conn);
                 break;
             }
             case NSV_EV_TCP_DATA:
@@ -96,7 +135,11 @@ int main(int argc, char **argv)
                 nsv_pause_read(srv, peer, e->code == 0);
                 break;
             case NSV_EV_ERROR:
+                if (peer)
+                    nsv_close(srv, peer);
+                break;
             case NSV_EV_CLOSE:
+                pair_del(e->conn);
                 if (peer)
                     nsv_close(srv, peer);
                 break;

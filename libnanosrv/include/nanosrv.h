@@ -386,7 +386,8 @@ NSV_API int nsv_send_chunk(nsv_server *srv, uint64_t conn, const char *data, siz
 NSV_API int nsv_reply_end(nsv_server *srv, uint64_t conn);
 /* METHOD: close a connection after its queued output is sent. Since 1.0. */
 NSV_API int nsv_close(nsv_server *srv, uint64_t conn);
-/* METHOD: set the connection's user tag, echoed in every event. Since 1.0. */
+/* METHOD: set the connection's user tag, echoed in every event created
+ * after the call (events already queued keep the old tag). Since 1.0. */
 NSV_API int nsv_conn_set_tag(nsv_server *srv, uint64_t conn, uint64_t tag);
 /* METHOD: read the connection's user tag into *tag. Since 1.0. */
 NSV_API int nsv_conn_tag(nsv_server *srv, uint64_t conn, uint64_t *tag);

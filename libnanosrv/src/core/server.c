@@ -298,8 +298,10 @@ void nsv__drain_check(nsv__loop *l)
     for (uint32_t i = 0; i < l->nslots; i++) {
         nsv__conn *c = NSV__CONN(l, i);
         /* Idle keep-alive connections go; a fresh one may still be about to
-         * send its first request, which then gets Connection: close. */
-        if (c->state == NSV__C_READ && c->served && !c->req_started && c->in.len == c->in.off &&
+         * send its first request (then answered with Connection: close), so
+         * it gets a short grace. */
+        int idle = c->served || l->now >= s->drain_deadline - s->drain_total + 500;
+        if (c->state == NSV__C_READ && idle && !c->req_started && c->in.len == c->in.off &&
             c->out.len == c->out.off)
             nsv__conn_close(l, c);
     }
@@ -319,7 +321,8 @@ int nsv_drain_start(nsv_server *s, int timeout_ms)
         return NSV_EINVAL;
     if (atomic_exchange(&s->draining, 1))
         return NSV_OK;
-    s->drain_deadline = nsv_millis() + (timeout_ms < 0 ? 0 : timeout_ms);
+    s->drain_total = timeout_ms < 0 ? 0 : timeout_ms;
+    s->drain_deadline = nsv_millis() + s->drain_total;
     for (int i = 0; i < s->nlisteners; i++)
         close_listener(s, i);
     return nsv_wakeup(s);

@@ -180,7 +180,7 @@ struct nsv_server {
     int sharded;
     atomic_int stop;
     atomic_int draining;
-    int64_t drain_deadline;
+    int64_t drain_deadline, drain_total;
     atomic_int nconns;   /* open connections across loops */
     int notify[2];       /* sharded: pipe; readable when events wait */
     atomic_int notify_armed;

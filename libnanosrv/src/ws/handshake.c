@@ -5,7 +5,6 @@
 #include <string.h>
 
 static const char WS_GUID[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
-static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 static uint32_t rol(uint32_t x, int n) { return (x << n) | (x >> (32 - n)); }
 
@@ -115,31 +114,14 @@ void nsv__sha1(const void *data, size_t n, uint8_t out[20])
     nsv__sha1_final(&c, out);
 }
 
-/* Index of c in the base64 alphabet, or -1. */
-static int b64_val(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
+/* A valid key is the base64 of exactly 16 bytes, padded: 22 chars + "==".
+ * nsv_base64_decode rejects stray bits in the last character. */
 int nsv__ws_check_key(const char *key, size_t len)
 {
+    char raw[18];
     if (!key || len != 24 || key[22] != '=' || key[23] != '=')
         return NSV_EINVAL;
-    for (int i = 0; i < 22; i++)
-        if (b64_val((unsigned char)key[i]) < 0)
-            return NSV_EINVAL;
-    /* 22 chars carry 132 bits for 128: the last char's low 4 bits are padding. */
-    return (b64_val((unsigned char)key[21]) & 0x0F) ? NSV_EINVAL : 0;
+    return nsv_base64_decode(key, len, raw, sizeof raw) == 16 ? 0 : NSV_EINVAL;
 }
 
 int nsv__ws_accept_key(const char *key, size_t key_len, char out[NSV__WS_ACCEPT_LEN])
@@ -147,19 +129,10 @@ int nsv__ws_accept_key(const char *key, size_t key_len, char out[NSV__WS_ACCEPT_
     if (nsv__ws_check_key(key, key_len) != 0)
         return NSV_EINVAL;
     nsv__sha1_ctx c;
-    uint8_t d[21];
+    uint8_t d[20];
     nsv__sha1_init(&c);
     nsv__sha1_update(&c, key, key_len);
     nsv__sha1_update(&c, WS_GUID, sizeof WS_GUID - 1);
     nsv__sha1_final(&c, d);
-    d[20] = 0; /* 20 bytes = 6 full groups + 2 bytes; pad the last group */
-    for (int i = 0, o = 0; i < 21; i += 3, o += 4) {
-        uint32_t v = (uint32_t)d[i] << 16 | (uint32_t)d[i + 1] << 8 | d[i + 2];
-        out[o] = B64[v >> 18];
-        out[o + 1] = B64[(v >> 12) & 63];
-        out[o + 2] = B64[(v >> 6) & 63];
-        out[o + 3] = B64[v & 63];
-    }
-    out[27] = '=';
-    return 0;
+    return nsv_base64_encode((const char *)d, sizeof d, out, NSV__WS_ACCEPT_LEN) == NSV__WS_ACCEPT_LEN ? 0 : NSV_EINVAL;
 }

@@ -4,16 +4,21 @@
 #   make bench BENCH_ARGS="--cases get-50 --servers ceiling,nginx"
 BENCH_BIN    := $(BUILD)/bench
 BENCH_CFLAGS := -O2 -Wall -Wextra -Werror
-BENCH_TOOLS  := $(BENCH_BIN)/ceiling $(BENCH_BIN)/ws_load $(BENCH_BIN)/mhd_server
+BENCH_TOOLS  := $(BENCH_BIN)/ceiling $(BENCH_BIN)/ws_load $(BENCH_BIN)/tcp_load $(BENCH_BIN)/mhd_server
 BENCH_ARGS   ?=
 # Debian packages for the load tools and the peer servers.
 BENCH_PKGS   := build-essential util-linux procps wrk nginx \
                 libmicrohttpd-dev luajit python3 gunicorn python3-flask uvicorn python3-websockets
 
-.PHONY: bench bench-quick bench-deps bench-tools
+.PHONY: bench bench-quick bench-deps bench-tools bench-tcp
 
 bench: lib examples bench-tools
 	/usr/bin/python3 bench/run.py --out $(BUILD) $(BENCH_ARGS)
+	/usr/bin/python3 bench/tcp_bench.py --out $(BUILD)
+
+# Raw TCP echo: tcp-echo against Python asyncio (py-netty's cases).
+bench-tcp: lib examples bench-tools
+	/usr/bin/python3 bench/tcp_bench.py --out $(BUILD)
 
 bench-quick: lib examples bench-tools
 	/usr/bin/python3 bench/run.py --quick --out $(BUILD) $(BENCH_ARGS)
@@ -44,6 +49,10 @@ $(BENCH_BIN)/ceiling: bench/ceiling.c | bench-deps
 	$(CC) $(BENCH_CFLAGS) -o $@ $<
 
 $(BENCH_BIN)/ws_load: bench/ws_load.c | bench-deps
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -o $@ $<
+
+$(BENCH_BIN)/tcp_load: bench/tcp_load.c | bench-deps
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -o $@ $<
 

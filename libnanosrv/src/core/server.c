@@ -333,7 +333,13 @@ static int loop_step(nsv_server *s, nsv__loop *l, int timeout_ms)
     nsv__cmd_run(l); /* name lookups that finished */
     nsv__loop_flush_dirty(l);
     /* Parsing buffered (pipelined) requests may have queued events: then
-     * only look for I/O, do not sleep. */
+     * only look for I/O, do not sleep, and not on every call (a few
+     * batches may go by without an epoll_wait; output is still flushed). */
+    if (l->q.count && l->io_skips < 4) {
+        l->io_skips++;
+        return 0;
+    }
+    l->io_skips = 0;
     int r = nsv__loop_run_once(l, l->q.count ? 0 : timeout_ms);
     nsv__drain_check(l);
     return r;

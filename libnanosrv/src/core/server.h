@@ -115,6 +115,7 @@ typedef struct nsv__loop {
     int wakefd;          /* eventfd: wakeups from other threads */
     int64_t now;         /* ms, cached per iteration */
     int64_t next_sweep;
+    int io_skips;        /* polls served from the queue without epoll_wait */
     /* Connection table: fixed top-level arrays, so chunks never move and
      * other threads may read tickets without locks. */
     nsv__conn *chunks[NSV__MAX_CHUNKS];

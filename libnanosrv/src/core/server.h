@@ -132,6 +132,7 @@ typedef struct nsv__loop {
     nsv__evq q;          /* events for the host (sharded: guarded by qlock) */
     char date[40];       /* "Date: ...\r\n" */
     int64_t date_sec;
+    int64_t date_until;  /* loop time (ms) when the Date line must be checked again */
     uint32_t accept_paused_until; /* EMFILE back-off, ms (low 32 bits of now) */
     int64_t accept_pause_end;
     nsv__hdr hdrs[256];

@@ -45,9 +45,16 @@ static const char *reason(int status)
     return "Unknown";
 }
 
+/* The Date line changes once a second: re-check the wall clock only when
+ * the loop's cached monotonic time passes the next second boundary. */
 void nsv__update_date(nsv__loop *l)
 {
-    time_t t = time(NULL);
+    if (l->now < l->date_until)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    l->date_until = l->now + (1000 - ts.tv_nsec / 1000000);
+    time_t t = ts.tv_sec;
     if (t == l->date_sec)
         return;
     l->date_sec = t;

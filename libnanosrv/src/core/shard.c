@@ -132,12 +132,18 @@ void nsv__cmd_run(nsv__loop *l)
             nsv__tcp_resolved(l, c.id, c.status, &c.ss);
         else if (c.op == OP_CONNECT)
             connect_here(l, (struct connect_req *)(uintptr_t)c.arg);
-        else if (nsv__conn_op(l->srv, l, c.op, c.id, c.status, h, c.hlen, b, c.blen, c.arg) == NSV_ENOMEM) {
+        else {
+            int r = nsv__conn_op(l->srv, l, c.op, c.id, c.status, h, c.hlen, b, c.blen, c.arg);
             /* The caller was already told the call succeeded: a connection
-             * that cannot take its answer is closed, never left waiting. */
-            nsv__conn *cc = nsv__conn_get(l, c.id);
-            if (cc)
+             * that cannot take its answer or its bytes (memory, output cap)
+             * is closed with an error event, never left waiting or silently
+             * short of data. */
+            nsv__conn *cc = (r == NSV_ENOMEM || r == NSV_EAGAIN) ? nsv__conn_get(l, c.id) : NULL;
+            if (cc) {
+                static const char msg[] = "queued call failed: output limit or memory";
+                nsv__evq_emit(l, cc, NSV_EV_ERROR, r, 0, msg, sizeof msg - 1);
                 nsv__conn_close(l, cc);
+            }
         }
         off += (sizeof c + c.hlen + c.blen + 7) & ~(size_t)7;
     }

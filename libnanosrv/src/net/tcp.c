@@ -28,7 +28,10 @@ static void emit(nsv__loop *l, nsv__conn *c, uint32_t type, int32_t code, uint32
 
 void nsv__tcp_on_readable(nsv__loop *l, nsv__conn *c)
 {
-    if (c->paused || c->peer_closed) {
+    /* Own output above the high water mark: stop reading until it drains,
+     * so request/response peers that do not read stay bounded even when the
+     * host sees TCP_WRITABLE late (sharded servers). */
+    if (c->paused || c->peer_closed || c->unwritable) {
         nsv__conn_set_events(l, c, 0, c->writing);
         return;
     }
@@ -59,6 +62,8 @@ void nsv__tcp_after_flush(nsv__loop *l, nsv__conn *c)
     if (c->unwritable && queued <= c->low_water) {
         c->unwritable = 0;
         emit(l, c, NSV_EV_TCP_WRITABLE, 1, 0, NULL, 0);
+        if (!c->paused && !c->peer_closed && c->state == NSV__C_TCP)
+            nsv__conn_set_events(l, c, 1, c->writing);
     }
     if (queued == 0 && c->shut_wr) {
         shutdown(c->fd, SHUT_WR);
@@ -121,7 +126,7 @@ int nsv__tcp_op(nsv__loop *l, nsv__conn *c, int op, int64_t a, int64_t b)
     case T_PAUSE:
         c->paused = a != 0;
         if (c->state == NSV__C_TCP)
-            nsv__conn_set_events(l, c, !c->paused && !c->peer_closed, c->writing);
+            nsv__conn_set_events(l, c, !c->paused && !c->peer_closed && !c->unwritable, c->writing);
         return NSV_OK;
     case T_WATER:
         if (a <= 0 || b < 0 || b > a || a > UINT32_MAX)

@@ -182,11 +182,13 @@ for (const backend of BACKENDS) {
     });
 
     test('close() drains: an in-flight request is answered, then the port is closed', async (t) => {
+      let started;
+      const inFlight = new Promise((resolve) => { started = resolve; });
       const { srv, base } = await serve(t, backend, {}, (s) => {
-        s.get('/slow', async (req, res) => { await sleep(50); res.end('done'); });
+        s.get('/slow', async (req, res) => { started(); await sleep(50); res.end('done'); });
       });
       const p = fetch(`${base}/slow`).then((r) => r.text());
-      await sleep(10);
+      await inFlight; // the request is with the handler: now drain
       const closing = srv.close(2000);
       assert.strictEqual(await p, 'done');
       await closing;

@@ -147,10 +147,12 @@ for (const backend of BACKENDS) {
     });
 
     test('a client that leaves before the reply: the late reply does not throw', async (t) => {
-      let done;
+      let done, started;
       const finished = new Promise((r) => { done = r; });
+      const inHandler = new Promise((r) => { started = r; });
       const { port, base } = await serve(t, backend, {}, (srv) => {
         srv.get('/slow', async (req, res) => {
+          started();
           await sleep(60);
           res.end('too late'); // the connection may be gone: never an exception
           done(true);
@@ -158,7 +160,7 @@ for (const backend of BACKENDS) {
         srv.get('/ok', (req, res) => res.end('ok'));
       });
       const s = net.connect(port, '127.0.0.1', () => s.write('GET /slow HTTP/1.1\r\nHost: a\r\n\r\n'));
-      await sleep(20);
+      await inHandler; // the request reached the handler: now leave
       s.destroy();
       assert.strictEqual(await finished, true);
       assert.strictEqual(await (await fetch(`${base}/ok`)).text(), 'ok');

@@ -159,11 +159,13 @@ nsv__conn *nsv__conn_alloc(nsv__loop *l)
     return c;
 }
 
+/* EPOLLRDHUP is not watched: a client that half-closes after its request
+ * still gets the response; a vanished one is noticed when it is written to. */
 void nsv__conn_set_events(nsv__loop *l, nsv__conn *c, int rd, int wr)
 {
     if (c->reading == rd && c->writing == wr)
         return;
-    struct epoll_event ev = {.events = (rd ? EPOLLIN : 0) | (wr ? EPOLLOUT : 0) | EPOLLRDHUP * 0,
+    struct epoll_event ev = {.events = (rd ? EPOLLIN : 0) | (wr ? EPOLLOUT : 0),
                              .data.u64 = EV_DATA(TAG_CONN, c->slot)};
     epoll_ctl(l->epfd, EPOLL_CTL_MOD, c->fd, &ev);
     c->reading = (uint8_t)rd;

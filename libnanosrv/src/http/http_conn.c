@@ -308,7 +308,8 @@ void nsv__http_on_readable(nsv__loop *l, nsv__conn *c)
         discard_input(l, c);
         return;
     }
-    int into_scratch = c->state == NSV__C_READ && c->in.len == c->in.off;
+    int into_scratch = c->state == NSV__C_READ && c->in.len == c->in.off &&
+                       c->out.len - c->out.off < NSV__PIPELINE_OUT;
     ssize_t n;
     if (into_scratch) {
         n = nsv__io_recv(l, c, l->scratch, NSV__SCRATCH);

@@ -451,20 +451,28 @@ static int parse_double(const char *s, size_t n, double *out)
     return 0;
 }
 
-int nsv_json_number(const char *json, size_t len, const char *path, size_t plen, double *out)
+/* The number at path: its text is json[*at, *end). */
+static int find_number(const char *json, size_t len, const char *path, size_t plen, size_t *at,
+                       size_t *end)
 {
-    size_t at;
-    if (!out)
-        return NSV_EINVAL;
-    int rc = json_find(json, len, path, plen, &at);
+    int rc = json_find(json, len, path, plen, at);
     if (rc < 0)
         return rc;
     const unsigned char *s = (const unsigned char *)json;
-    if (s[at] != '-' && !is_digit(s[at]))
+    if (s[*at] != '-' && !is_digit(s[*at]))
         return NSV_ENOTFOUND;
-    size_t e = at;
-    scan_number(s, len, &e);
-    return parse_double(json + at, e - at, out);
+    *end = *at;
+    scan_number(s, len, end);
+    return 0;
+}
+
+int nsv_json_number(const char *json, size_t len, const char *path, size_t plen, double *out)
+{
+    size_t at, e;
+    if (!out)
+        return NSV_EINVAL;
+    int rc = find_number(json, len, path, plen, &at, &e);
+    return rc < 0 ? rc : parse_double(json + at, e - at, out);
 }
 
 /* Digits of int part [a, b) and fraction [c, d) seen as one string. */
@@ -535,18 +543,11 @@ static int number_to_int64(const unsigned char *s, size_t at, size_t end, int64_
 
 int nsv_json_integer(const char *json, size_t len, const char *path, size_t plen, int64_t *out)
 {
-    size_t at;
+    size_t at, e;
     if (!out)
         return NSV_EINVAL;
-    int rc = json_find(json, len, path, plen, &at);
-    if (rc < 0)
-        return rc;
-    const unsigned char *s = (const unsigned char *)json;
-    if (s[at] != '-' && !is_digit(s[at]))
-        return NSV_ENOTFOUND;
-    size_t e = at;
-    scan_number(s, len, &e);
-    return number_to_int64(s, at, e, out);
+    int rc = find_number(json, len, path, plen, &at, &e);
+    return rc < 0 ? rc : number_to_int64((const unsigned char *)json, at, e, out);
 }
 
 int nsv_json_boolean(const char *json, size_t len, const char *path, size_t plen, int *out)

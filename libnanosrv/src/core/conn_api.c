@@ -4,12 +4,6 @@
 #include "server.h"
 #include <string.h>
 
-int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, const char *h, size_t hlen,
-                       const char *b, size_t blen, uint64_t arg);
-nsv__loop *nsv__shard_current(nsv_server *s);
-
-enum { OP_REPLY = 1, OP_START, OP_CHUNK, OP_END, OP_CLOSE, OP_TAG, OP_WS_UPGRADE, OP_WS_SEND, OP_WS_CLOSE, OP_WS_BCAST,
-       OP_TCP_SEND = 20, OP_TCP_SHUTDOWN, OP_TCP_ABORT, OP_TCP_PAUSE, OP_TCP_WATER };
 
 /* The loop owning id when the calling thread may act on it directly. */
 static nsv__loop *direct_loop(nsv_server *s, uint64_t id)
@@ -25,43 +19,43 @@ static nsv__loop *direct_loop(nsv_server *s, uint64_t id)
 int nsv__conn_op(nsv_server *s, nsv__loop *l, uint32_t op, uint64_t id, int status, const char *h,
                  size_t hlen, const char *b, size_t blen, uint64_t arg)
 {
-    if (op == OP_WS_BCAST)
+    if (op == NSV__OP_WS_BCAST)
         return nsv__ws_broadcast_loop(l, status, (int)arg, b, blen);
     nsv__conn *c = nsv__conn_get(l, id);
     if (!c)
         return NSV_ESTALE;
     switch (op) {
-    case OP_REPLY:
+    case NSV__OP_REPLY:
         return nsv__reply(l, c, status, h, hlen, b, blen, 0);
-    case OP_START:
+    case NSV__OP_START:
         return nsv__reply(l, c, status, h, hlen, NULL, 0, 1);
-    case OP_CHUNK:
+    case NSV__OP_CHUNK:
         return nsv__send_chunk(l, c, b, blen);
-    case OP_END:
+    case NSV__OP_END:
         return nsv__reply_end(l, c);
-    case OP_CLOSE:
+    case NSV__OP_CLOSE:
         if (c->state == NSV__C_CLOSING)
             return NSV_OK;
         c->state = NSV__C_CLOSING;
         nsv__conn_mark_dirty(l, c);
         return NSV_OK;
-    case OP_TAG:
+    case NSV__OP_TAG:
         c->tag = arg;
         return NSV_OK;
-    case OP_WS_UPGRADE:
+    case NSV__OP_WS_UPGRADE:
         return nsv__ws_accept(l, c, h, hlen);
-    case OP_WS_SEND:
+    case NSV__OP_WS_SEND:
         return nsv__ws_send(l, c, (int)arg, b, blen);
-    case OP_WS_CLOSE:
+    case NSV__OP_WS_CLOSE:
         return nsv__ws_close(l, c, status, b, blen);
-    case OP_TCP_SEND:
+    case NSV__OP_TCP_SEND:
         return nsv__tcp_send(l, c, b, blen);
-    case OP_TCP_SHUTDOWN:
-    case OP_TCP_ABORT:
-    case OP_TCP_PAUSE:
-        return nsv__tcp_op(l, c, (int)(op - OP_TCP_SEND + 1), (int64_t)arg, 0);
-    case OP_TCP_WATER:
-        return nsv__tcp_op(l, c, 5, (int64_t)(arg >> 32), (int64_t)(arg & 0xFFFFFFFFu));
+    case NSV__OP_TCP_SHUTDOWN:
+    case NSV__OP_TCP_ABORT:
+    case NSV__OP_TCP_PAUSE:
+        return nsv__tcp_op(l, c, (int)op, (int64_t)arg, 0);
+    case NSV__OP_TCP_WATER:
+        return nsv__tcp_op(l, c, (int)op, (int64_t)(arg >> 32), (int64_t)(arg & 0xFFFFFFFFu));
     }
     return NSV_EINVAL;
 }
@@ -83,25 +77,25 @@ static int conn_call(nsv_server *s, uint32_t op, uint64_t id, int status, const 
 
 int nsv_reply(nsv_server *s, uint64_t id, int status, const char *h, size_t hlen, const char *b, size_t blen)
 {
-    return conn_call(s, OP_REPLY, id, status, h, hlen, b, blen, 0);
+    return conn_call(s, NSV__OP_REPLY, id, status, h, hlen, b, blen, 0);
 }
 
 int nsv_reply_start(nsv_server *s, uint64_t id, int status, const char *h, size_t hlen)
 {
-    return conn_call(s, OP_START, id, status, h, hlen, NULL, 0, 0);
+    return conn_call(s, NSV__OP_START, id, status, h, hlen, NULL, 0, 0);
 }
 
 int nsv_send_chunk(nsv_server *s, uint64_t id, const char *data, size_t len)
 {
-    return conn_call(s, OP_CHUNK, id, 0, NULL, 0, data, len, 0);
+    return conn_call(s, NSV__OP_CHUNK, id, 0, NULL, 0, data, len, 0);
 }
 
-int nsv_reply_end(nsv_server *s, uint64_t id) { return conn_call(s, OP_END, id, 0, NULL, 0, NULL, 0, 0); }
-int nsv_close(nsv_server *s, uint64_t id) { return conn_call(s, OP_CLOSE, id, 0, NULL, 0, NULL, 0, 0); }
+int nsv_reply_end(nsv_server *s, uint64_t id) { return conn_call(s, NSV__OP_END, id, 0, NULL, 0, NULL, 0, 0); }
+int nsv_close(nsv_server *s, uint64_t id) { return conn_call(s, NSV__OP_CLOSE, id, 0, NULL, 0, NULL, 0, 0); }
 
 int nsv_conn_set_tag(nsv_server *s, uint64_t id, uint64_t tag)
 {
-    return conn_call(s, OP_TAG, id, 0, NULL, 0, NULL, 0, tag);
+    return conn_call(s, NSV__OP_TAG, id, 0, NULL, 0, NULL, 0, tag);
 }
 
 int nsv_conn_tag(nsv_server *s, uint64_t id, uint64_t *tag)
@@ -135,21 +129,20 @@ int nsv_ws_upgrade(nsv_server *s, uint64_t id, const char *headers, size_t hlen)
 {
     if (hlen) {
         unsigned dummy;
-        int nsv__scan_headers(const char *h, size_t n, unsigned *seen);
         if (!headers || nsv__scan_headers(headers, hlen, &dummy) != 0)
             return NSV_EINVAL;
     }
-    return conn_call(s, OP_WS_UPGRADE, id, 0, headers, hlen, NULL, 0, 0);
+    return conn_call(s, NSV__OP_WS_UPGRADE, id, 0, headers, hlen, NULL, 0, 0);
 }
 
 int nsv_ws_send(nsv_server *s, uint64_t id, int opcode, const char *data, size_t len)
 {
-    return conn_call(s, OP_WS_SEND, id, 0, NULL, 0, data, len, (uint64_t)opcode);
+    return conn_call(s, NSV__OP_WS_SEND, id, 0, NULL, 0, data, len, (uint64_t)opcode);
 }
 
 int nsv_ws_close(nsv_server *s, uint64_t id, int code, const char *reason, size_t len)
 {
-    return conn_call(s, OP_WS_CLOSE, id, code, NULL, 0, reason, len, 0);
+    return conn_call(s, NSV__OP_WS_CLOSE, id, code, NULL, 0, reason, len, 0);
 }
 
 int nsv_ws_send_many(nsv_server *s, const uint64_t *ids, size_t n, int opcode, const char *data, size_t len)
@@ -170,28 +163,27 @@ int nsv_ws_broadcast(nsv_server *s, int32_t route, int opcode, const char *data,
         return NSV_EINVAL;
     if (!s->sharded)
         return nsv__ws_broadcast_loop(s->loops[0], route, opcode, data, len);
-    int nsv__shard_broadcast(nsv_server *, int32_t, int, const char *, size_t);
     return nsv__shard_broadcast(s, route, opcode, data, len);
 }
 
 int nsv_send(nsv_server *s, uint64_t id, const char *data, size_t len)
 {
-    return conn_call(s, OP_TCP_SEND, id, 0, NULL, 0, data, len, 0);
+    return conn_call(s, NSV__OP_TCP_SEND, id, 0, NULL, 0, data, len, 0);
 }
 
-int nsv_shutdown(nsv_server *s, uint64_t id) { return conn_call(s, OP_TCP_SHUTDOWN, id, 0, NULL, 0, NULL, 0, 0); }
-int nsv_abort(nsv_server *s, uint64_t id) { return conn_call(s, OP_TCP_ABORT, id, 0, NULL, 0, NULL, 0, 0); }
+int nsv_shutdown(nsv_server *s, uint64_t id) { return conn_call(s, NSV__OP_TCP_SHUTDOWN, id, 0, NULL, 0, NULL, 0, 0); }
+int nsv_abort(nsv_server *s, uint64_t id) { return conn_call(s, NSV__OP_TCP_ABORT, id, 0, NULL, 0, NULL, 0, 0); }
 
 int nsv_pause_read(nsv_server *s, uint64_t id, int paused)
 {
-    return conn_call(s, OP_TCP_PAUSE, id, 0, NULL, 0, NULL, 0, paused ? 1 : 0);
+    return conn_call(s, NSV__OP_TCP_PAUSE, id, 0, NULL, 0, NULL, 0, paused ? 1 : 0);
 }
 
 int nsv_set_water_marks(nsv_server *s, uint64_t id, int64_t high, int64_t low)
 {
     if (high <= 0 || low < 0 || low > high || high > UINT32_MAX)
         return NSV_ERANGE;
-    return conn_call(s, OP_TCP_WATER, id, 0, NULL, 0, NULL, 0, ((uint64_t)high << 32) | (uint64_t)low);
+    return conn_call(s, NSV__OP_TCP_WATER, id, 0, NULL, 0, NULL, 0, ((uint64_t)high << 32) | (uint64_t)low);
 }
 
 int64_t nsv_connect(nsv_server *s, const char *url, size_t len)
@@ -205,7 +197,6 @@ int64_t nsv_connect(nsv_server *s, const char *url, size_t len)
     nsv__loop *self = nsv__shard_current(s);
     if (self)
         return nsv__tcp_connect_here(self, url, len);
-    int64_t nsv__shard_connect(nsv_server *, const char *, size_t);
     return nsv__shard_connect(s, url, len);
 }
 

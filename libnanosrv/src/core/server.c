@@ -11,9 +11,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-void nsv__options_defaults(nsv_server *s);
-int nsv__shard_start(nsv_server *s, int workers);
-void nsv__shard_stop(nsv_server *s);
 
 /* Error details are per thread: sharded servers are called from many. */
 static _Thread_local char detail[256];
@@ -350,7 +347,6 @@ int nsv_poll(nsv_server *s, nsv_event *evs, int max, char *arena, size_t cap, in
     if (!s || (max > 0 && (!evs || !arena)) || max < 0)
         return NSV_EINVAL;
     if (s->sharded) {
-        int nsv__shard_poll(nsv_server *, nsv_event *, int, char *, size_t, int);
         return nsv__shard_poll(s, evs, max, arena, cap, timeout_ms);
     }
     nsv__loop *l = s->loops[0];
@@ -377,7 +373,6 @@ int64_t nsv_poll_need(nsv_server *s)
     if (!s)
         return NSV_EINVAL;
     if (s->sharded) {
-        int64_t nsv__shard_need(nsv_server *);
         return nsv__shard_need(s);
     }
     return nsv__evq_need(s->loops[0]);
@@ -388,7 +383,6 @@ int nsv_fd(nsv_server *s)
     if (!s)
         return NSV_EINVAL;
     if (s->sharded) {
-        int nsv__shard_fd(nsv_server *);
         return nsv__shard_fd(s);
     }
     return s->loops[0]->epfd;
@@ -399,7 +393,6 @@ int nsv_run(nsv_server *s)
     if (!s)
         return NSV_EINVAL;
     if (s->sharded) {
-        int nsv__shard_run(nsv_server *);
         return nsv__shard_run(s);
     }
     nsv__loop *l = s->loops[0];
@@ -417,7 +410,6 @@ int nsv_drain(nsv_server *s, int timeout_ms)
     if (r)
         return r;
     if (s->sharded) {
-        int nsv__shard_drain_wait(nsv_server *);
         return nsv__shard_drain_wait(s);
     }
     nsv__loop *l = s->loops[0];

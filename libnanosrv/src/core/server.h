@@ -213,6 +213,38 @@ nsv__conn *nsv__conn_alloc(nsv__loop *l);
 void nsv__cmd_run(nsv__loop *l);
 nsv__conn *nsv__loop_adopt(nsv__loop *l, int fd, int lidx, const struct sockaddr_storage *ss);
 
+/* Per-connection operations: run in place on the owning loop (conn_api.c)
+ * or queued to it from another thread (shard.c). */
+enum {
+    NSV__OP_REPLY = 1, NSV__OP_START, NSV__OP_CHUNK, NSV__OP_END, NSV__OP_CLOSE, NSV__OP_TAG,
+    NSV__OP_WS_UPGRADE, NSV__OP_WS_SEND, NSV__OP_WS_CLOSE, NSV__OP_WS_BCAST,
+    NSV__OP_TCP_SEND = 20, NSV__OP_TCP_SHUTDOWN, NSV__OP_TCP_ABORT, NSV__OP_TCP_PAUSE, NSV__OP_TCP_WATER,
+    NSV__OP_ADOPT = 100, NSV__OP_RESOLVED, NSV__OP_CONNECT /* loop-level, shard.c only */
+};
+
+/* conn_api.c / options.c / server.c */
+int nsv__conn_op(nsv_server *s, nsv__loop *l, uint32_t op, uint64_t id, int status, const char *h,
+                 size_t hlen, const char *b, size_t blen, uint64_t arg);
+void nsv__options_defaults(nsv_server *s);
+void nsv__drain_check(nsv__loop *l);
+int nsv__scan_headers(const char *h, size_t n, unsigned *seen);
+
+/* shard.c */
+int nsv__shard_start(nsv_server *s, int workers);
+void nsv__shard_stop(nsv_server *s);
+nsv__loop *nsv__shard_current(nsv_server *s);
+int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, const char *h, size_t hlen,
+                       const char *b, size_t blen, uint64_t arg);
+int nsv__shard_broadcast(nsv_server *s, int32_t route, int opcode, const char *data, size_t len);
+int64_t nsv__shard_connect(nsv_server *s, const char *url, size_t len);
+int nsv__shard_poll(nsv_server *s, nsv_event *evs, int max, char *arena, size_t cap, int timeout_ms);
+int64_t nsv__shard_need(nsv_server *s);
+int nsv__shard_fd(nsv_server *s);
+int nsv__shard_run(nsv_server *s);
+int nsv__shard_drain_wait(nsv_server *s);
+void nsv__shard_handoff(nsv__loop *from, int fd, int lidx, int kind, const struct sockaddr_storage *ss);
+void nsv__post_resolved(nsv__loop *l, uint64_t id, int err, const struct sockaddr_storage *ss);
+
 /* buf.c */
 int nsv__buf_reserve(nsv__loop *l, nsv__buf *b, size_t extra);
 void nsv__buf_release(nsv__loop *l, nsv__buf *b);

@@ -14,8 +14,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum { OP_REPLY = 1, OP_START, OP_CHUNK, OP_END, OP_CLOSE, OP_TAG, OP_WS_UPGRADE, OP_WS_SEND, OP_WS_CLOSE,
-       OP_WS_BCAST, OP_ADOPT = 100, OP_RESOLVED, OP_CONNECT };
 
 /* nsv_connect from a non-worker thread: the worker allocates the slot. */
 struct connect_req {
@@ -37,9 +35,6 @@ static void connect_here(nsv__loop *l, struct connect_req *r)
     pthread_mutex_unlock(&r->m);
 }
 
-int nsv__conn_op(nsv_server *s, nsv__loop *l, uint32_t op, uint64_t id, int status, const char *h,
-                 size_t hlen, const char *b, size_t blen, uint64_t arg);
-void nsv__drain_check(nsv__loop *l);
 
 typedef struct cmd {
     uint32_t op;
@@ -47,7 +42,7 @@ typedef struct cmd {
     uint64_t id;
     uint64_t arg;
     uint32_t hlen, blen;
-    struct sockaddr_storage ss; /* OP_ADOPT only */
+    struct sockaddr_storage ss; /* NSV__OP_ADOPT only */
 } cmd;
 
 static _Thread_local nsv__loop *tl_loop;
@@ -126,11 +121,11 @@ void nsv__cmd_run(nsv__loop *l)
         cmd c;
         memcpy(&c, p + off, sizeof c);
         const char *h = p + off + sizeof c, *b = h + c.hlen;
-        if (c.op == OP_ADOPT)
+        if (c.op == NSV__OP_ADOPT)
             nsv__loop_adopt_kind(l, (int)c.arg, c.status, (int)c.id, &c.ss);
-        else if (c.op == OP_RESOLVED)
+        else if (c.op == NSV__OP_RESOLVED)
             nsv__tcp_resolved(l, c.id, c.status, &c.ss);
-        else if (c.op == OP_CONNECT)
+        else if (c.op == NSV__OP_CONNECT)
             connect_here(l, (struct connect_req *)(uintptr_t)c.arg);
         else {
             int r = nsv__conn_op(l->srv, l, c.op, c.id, c.status, h, c.hlen, b, c.blen, c.arg);
@@ -159,7 +154,7 @@ void nsv__shard_handoff(nsv__loop *from, int fd, int lidx, int kind, const struc
         nsv__loop_adopt_kind(from, fd, lidx, kind, ss);
         return;
     }
-    cmd c = {.op = OP_ADOPT, .status = lidx, .id = (uint64_t)kind, .arg = (uint64_t)fd, .ss = *ss};
+    cmd c = {.op = NSV__OP_ADOPT, .status = lidx, .id = (uint64_t)kind, .arg = (uint64_t)fd, .ss = *ss};
     if (cmd_push(to, &c, NULL, NULL) != 0) {
         close(fd);
         atomic_fetch_sub(&s->nconns, 1);
@@ -195,21 +190,21 @@ int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, cons
 {
     if (!s->sharded)
         return NSV_ESTALE;
-    if (op == 20 && blen == 0)
+    if (op == NSV__OP_TCP_SEND && blen == 0)
         return ticket_step(s, id, 4, 4); /* empty send: only validate the id */
     if (hlen > UINT32_MAX || blen > UINT32_MAX)
         return NSV_ETOOBIG;
     int r;
-    if ((op == OP_REPLY || op == OP_START) && (status < 100 || status > 999))
+    if ((op == NSV__OP_REPLY || op == NSV__OP_START) && (status < 100 || status > 999))
         return NSV_EINVAL;
     switch (op) {
-    case OP_REPLY: r = ticket_step(s, id, NSV__T_PENDING, NSV__T_IDLE); break;
-    case OP_START: r = ticket_step(s, id, NSV__T_PENDING, NSV__T_STREAM); break;
-    case OP_CHUNK: r = ticket_step(s, id, NSV__T_STREAM, NSV__T_STREAM); break;
-    case OP_END: r = ticket_step(s, id, NSV__T_STREAM, NSV__T_IDLE); break;
-    case OP_WS_UPGRADE: r = ticket_step(s, id, NSV__T_PENDING, NSV__T_WS); break;
-    case OP_WS_SEND:
-    case OP_WS_CLOSE: r = ticket_step(s, id, NSV__T_WS, NSV__T_WS); break;
+    case NSV__OP_REPLY: r = ticket_step(s, id, NSV__T_PENDING, NSV__T_IDLE); break;
+    case NSV__OP_START: r = ticket_step(s, id, NSV__T_PENDING, NSV__T_STREAM); break;
+    case NSV__OP_CHUNK: r = ticket_step(s, id, NSV__T_STREAM, NSV__T_STREAM); break;
+    case NSV__OP_END: r = ticket_step(s, id, NSV__T_STREAM, NSV__T_IDLE); break;
+    case NSV__OP_WS_UPGRADE: r = ticket_step(s, id, NSV__T_PENDING, NSV__T_WS); break;
+    case NSV__OP_WS_SEND:
+    case NSV__OP_WS_CLOSE: r = ticket_step(s, id, NSV__T_WS, NSV__T_WS); break;
     default: r = ticket_step(s, id, 4, 4); break;
     }
     if (r)
@@ -222,7 +217,7 @@ int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, cons
 /* Post a resolver result to a loop (any thread). */
 void nsv__post_resolved(nsv__loop *l, uint64_t id, int err, const struct sockaddr_storage *ss)
 {
-    cmd c = {.op = OP_RESOLVED, .id = id, .status = err};
+    cmd c = {.op = NSV__OP_RESOLVED, .id = id, .status = err};
     if (ss)
         c.ss = *ss;
     cmd_push(l, &c, NULL, NULL);
@@ -239,7 +234,7 @@ int64_t nsv__shard_connect(nsv_server *s, const char *url, size_t len)
     struct connect_req req = {.url = url, .len = len};
     pthread_mutex_init(&req.m, NULL);
     pthread_cond_init(&req.cv, NULL);
-    cmd c = {.op = OP_CONNECT, .arg = (uint64_t)(uintptr_t)&req};
+    cmd c = {.op = NSV__OP_CONNECT, .arg = (uint64_t)(uintptr_t)&req};
     r = cmd_push(l, &c, NULL, NULL);
     if (r == 0) {
         pthread_mutex_lock(&req.m);
@@ -274,7 +269,7 @@ int nsv__shard_broadcast(nsv_server *s, int32_t route, int opcode, const char *d
             n += nsv__ws_broadcast_loop(self, route, opcode, data, len);
             continue;
         }
-        cmd c = {.op = OP_WS_BCAST, .status = route, .arg = (uint64_t)opcode, .blen = (uint32_t)len};
+        cmd c = {.op = NSV__OP_WS_BCAST, .status = route, .arg = (uint64_t)opcode, .blen = (uint32_t)len};
         int r = cmd_push(s->loops[i], &c, NULL, data);
         if (r)
             return r;

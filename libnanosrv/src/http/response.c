@@ -83,8 +83,6 @@ static int name_is(const char *line, size_t nlen, const char *name, size_t len)
     return nlen == len && nsv__strncaseeq(line, name, len);
 }
 
-int nsv__scan_headers(const char *h, size_t n, unsigned *seen);
-
 /* Validate the host's header block and note which headers it set. Every
  * line must be "Name: value\r\n" without bare CR/LF (no response splitting). */
 int nsv__scan_headers(const char *h, size_t n, unsigned *seen)

@@ -266,8 +266,6 @@ static void refuse(int fd)
     close(fd);
 }
 
-void nsv__shard_handoff(nsv__loop *from, int fd, int lidx, int kind, const struct sockaddr_storage *ss);
-
 static void on_accept(nsv__loop *l, int lidx, int kind, int lfd)
 {
     nsv_server *s = l->srv;

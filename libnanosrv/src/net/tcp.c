@@ -16,10 +16,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-void nsv__post_resolved(nsv__loop *l, uint64_t id, int err, const struct sockaddr_storage *ss);
-
-enum { T_SEND = 1, T_SHUTDOWN, T_ABORT, T_PAUSE, T_WATER };
-
 static void emit(nsv__loop *l, nsv__conn *c, uint32_t type, int32_t code, uint32_t flags,
                  const char *p, size_t n)
 {
@@ -109,26 +105,26 @@ int nsv__tcp_send(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
 int nsv__tcp_op(nsv__loop *l, nsv__conn *c, int op, int64_t a, int64_t b)
 {
     if (c->state != NSV__C_TCP && c->state != NSV__C_CONNECTING)
-        return op == T_ABORT ? (nsv__conn_close(l, c), NSV_OK) : NSV_ESTATE;
+        return op == NSV__OP_TCP_ABORT ? (nsv__conn_close(l, c), NSV_OK) : NSV_ESTATE;
     switch (op) {
-    case T_SHUTDOWN:
+    case NSV__OP_TCP_SHUTDOWN:
         c->shut_wr = 1;
         if (c->state == NSV__C_TCP)
             nsv__tcp_after_flush(l, c);
         return NSV_OK;
-    case T_ABORT: {
+    case NSV__OP_TCP_ABORT: {
         struct linger lg = {1, 0}; /* RST: the peer learns at once */
         if (c->fd >= 0)
             setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
         nsv__conn_close(l, c);
         return NSV_OK;
     }
-    case T_PAUSE:
+    case NSV__OP_TCP_PAUSE:
         c->paused = a != 0;
         if (c->state == NSV__C_TCP)
             nsv__conn_set_events(l, c, !c->paused && !c->peer_closed && !c->unwritable, c->writing);
         return NSV_OK;
-    case T_WATER:
+    case NSV__OP_TCP_WATER:
         if (a <= 0 || b < 0 || b > a || a > UINT32_MAX)
             return NSV_ERANGE;
         c->high_water = (uint32_t)a;

@@ -69,6 +69,8 @@ SERVERS = [
     Server("echo-server", ["build/echo-server"], ECHO, quick=True, needs=["build/echo-server"]),
     Server("echo-server -t2", ["build/echo-server", "--threads", "2"], ECHO, quick=True,
            needs=["build/echo-server"]),
+    Server("echo-server -t2 handoff", ["build/echo-server", "--threads", "2", "--accept", "handoff"], ECHO,
+           needs=["build/echo-server"]),
     Server("lua echo", ["luajit", "bindings/lua/examples/echo.lua"], ECHO, quick=True, warm=True,
            needs=["luajit", "bindings/lua/examples/echo.lua"]),
     Server("python echo", ["/usr/bin/python3", "bindings/python-cffi/examples/echo.py"], ECHO,

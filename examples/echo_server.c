@@ -1,6 +1,7 @@
 /* echo_server.c - the reference "echo contract" server.
  *
  *   echo-server --port N [--threads N] [--busy-us N] [--routes N] [--callback|--pull]
+ *               [--accept reuseport|handoff]
  *               [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]
  *               [--max-body N] [--max-header-bytes N]
  *               [--cert FILE --key FILE [--ca FILE | --ca-optional FILE]]
@@ -155,7 +156,7 @@ static int set_tls(int opt, const char *file)
 
 int main(int argc, char **argv)
 {
-    int port = 8080, threads = 0, routes = 0, callback = 0, verify = 0;
+    int port = 8080, threads = 0, routes = 0, callback = 0, verify = 0, handoff = 0;
     const char *cert = NULL, *key = NULL, *ca = NULL;
     struct { const char *flag, *opt, *val; } opts[] = {
         {"--request-timeout-ms", "request_timeout_ms", NULL}, {"--idle-timeout-ms", "idle_timeout_ms", NULL},
@@ -177,6 +178,7 @@ int main(int argc, char **argv)
         else if (v && !strcmp(argv[i], "--threads")) threads = atoi(v), used = 1;
         else if (v && !strcmp(argv[i], "--busy-us")) busy_us = atol(v), used = 1;
         else if (v && !strcmp(argv[i], "--routes")) routes = atoi(v), used = 1;
+        else if (v && !strcmp(argv[i], "--accept")) handoff = !strcmp(v, "handoff"), used = 1;
         else if (v && !strcmp(argv[i], "--cert")) cert = v, used = 1;
         else if (v && !strcmp(argv[i], "--key")) key = v, used = 1;
         else if (v && !strcmp(argv[i], "--ca")) ca = v, verify = 2, used = 1;
@@ -186,6 +188,7 @@ int main(int argc, char **argv)
                 opts[k].val = v, used = 1;
         if (!used) {
             fprintf(stderr, "usage: %s --port N [--threads N] [--busy-us N] [--routes N] [--callback|--pull]\n"
+                            "       [--accept reuseport|handoff]\n"
                             "       [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]\n"
                             "       [--max-body N] [--max-header-bytes N]\n"
                             "       [--cert FILE --key FILE [--ca FILE | --ca-optional FILE]]\n", argv[0]);
@@ -201,6 +204,8 @@ int main(int argc, char **argv)
     for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
         if (opts[k].val && set_opt(opts[k].opt, opts[k].val) < 0)
             return 2;
+    if (handoff) /* one acceptor hands connections to the workers */
+        nsv_set_int(srv, NSV_OPT_SHARD_ACCEPT, 1);
     nsv_route(srv, "POST", 4, "/echo", 5, ROUTE_ECHO, 0);
     nsv_route(srv, "PUT", 3, "/echo", 5, ROUTE_ECHO, 0);
     nsv_route(srv, "GET", 3, "/ws", 3, ROUTE_WS, NSV_ROUTE_WEBSOCKET);

@@ -83,7 +83,8 @@ def echo_server(*args, threads=None):
     t = threads if threads is not None else os.environ.get("NSV_THREADS")
     if t:
         argv += ["--threads", str(t)]
-    return Server(argv + list(args))
+    extra = os.environ.get("NSV_ECHO_ARGS", "").split()
+    return Server(argv + extra + list(args))
 
 
 _bufs = {}

@@ -183,5 +183,18 @@ r = read_response(s)
 eq(r[0], 426, "plain GET on a WebSocket route -> 426")
 s.close()
 ok(srv.alive(), "server alive after every failure")
+
+
+async def drain_closes_websockets():
+    async with websockets.connect(URL) as w:
+        await w.send("before")
+        await w.recv()
+        srv.proc.send_signal(__import__("signal").SIGTERM)
+        try:
+            await asyncio.wait_for(w.recv(), 5)
+            return None
+        except websockets.ConnectionClosed as e:
+            return e.code
+eq(asyncio.run(drain_closes_websockets()), 1001, "SIGTERM drain closes open WebSockets with 1001")
 eq(srv.stop(), 0, "server drains and exits 0")
 done()

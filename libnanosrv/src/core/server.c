@@ -301,6 +301,8 @@ void nsv__drain_check(nsv__loop *l)
         if (c->state == NSV__C_READ && idle && !c->req_started && c->in.len == c->in.off &&
             c->out.len == c->out.off)
             nsv__conn_close(l, c);
+        else if (c->state == NSV__C_WS) /* WebSockets hear "going away" and close cleanly */
+            nsv__ws_close(l, c, 1001, "server shutting down", 20);
     }
     if (atomic_load(&s->nconns) == 0 || l->now >= s->drain_deadline) {
         for (uint32_t i = 0; i < l->nslots; i++) {

@@ -166,6 +166,8 @@ static void test_fd_and_worker_poll(void)
     }
     ok(n == 1 && evs[0].type == NSV_EV_REQUEST, "nsv_poll_worker got it from worker %d", worker);
     is_int(nsv_poll_worker(s, 5, evs, 64, arena, sizeof arena, 0), NSV_EINVAL, "bad worker index");
+    is_int(nsv_reply(s, evs[0].conn, 200, "Bad header\r\n", 12, "x", 1), NSV_EINVAL,
+           "bad header block from another thread -> EINVAL, request still pending");
     is_int(nsv_reply(s, evs[0].conn, 200, NULL, 0, "ok", 2), NSV_OK, "reply");
     ok(read_responses(c, 1, 2000) == 1, "response arrived");
     int64_t t0 = nsv_millis();

@@ -195,8 +195,13 @@ int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, cons
     if (hlen > UINT32_MAX || blen > UINT32_MAX)
         return NSV_ETOOBIG;
     int r;
-    if ((op == NSV__OP_REPLY || op == NSV__OP_START) && (status < 100 || status > 999))
-        return NSV_EINVAL;
+    if (op == NSV__OP_REPLY || op == NSV__OP_START) {
+        /* Everything the worker would reject is checked here: once the
+         * ticket moves, the reply must not fail there, or the request waits forever. */
+        unsigned seen;
+        if (status < 100 || status > 999 || (hlen && nsv__scan_headers(h, hlen, &seen) != 0))
+            return NSV_EINVAL;
+    }
     switch (op) {
     case NSV__OP_REPLY: r = ticket_step(s, id, NSV__T_PENDING, NSV__T_IDLE); break;
     case NSV__OP_START: r = ticket_step(s, id, NSV__T_PENDING, NSV__T_STREAM); break;

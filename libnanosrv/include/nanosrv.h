@@ -437,9 +437,9 @@ NSV_API int nsv_ws_send_many(nsv_server *srv, const uint64_t *conns, size_t n, i
  * serving. Data sent before the connection is up is queued. Since 1.0. */
 NSV_API int64_t nsv_connect(nsv_server *srv, const char *url, size_t len);
 /* METHOD: queue bytes on a raw TCP connection. Crossing the connection's
- * high water mark emits TCP_WRITABLE code 0 (slow down) and stops reading
- * from that connection; dropping to the low water mark emits code 1 and
- * reading resumes (unless paused). NSV_EAGAIN when queued output would
+ * high water mark emits TCP_WRITABLE code 0 (slow down); dropping to the
+ * low water mark emits code 1. Past half of NSV_OPT_MAX_OUTPUT the library
+ * also stops reading from the connection until its output drains. NSV_EAGAIN when queued output would
  * exceed NSV_OPT_MAX_OUTPUT (nothing queued); on a sharded server, called
  * from another thread, that failure arrives as an ERROR event and the
  * connection is closed. Since 1.0. */

@@ -22,12 +22,18 @@ static void emit(nsv__loop *l, nsv__conn *c, uint32_t type, int32_t code, uint32
     nsv__evq_emit(l, c, type, code, flags, p, n);
 }
 
+static int out_full(nsv__loop *l, const nsv__conn *c)
+{
+    return (int64_t)(c->out.len - c->out.off) > l->srv->max_output / 2;
+}
+
 void nsv__tcp_on_readable(nsv__loop *l, nsv__conn *c)
 {
-    /* Own output above the high water mark: stop reading until it drains,
-     * so request/response peers that do not read stay bounded even when the
-     * host sees TCP_WRITABLE late (sharded servers). */
-    if (c->paused || c->peer_closed || c->unwritable) {
+    /* Own output past half the hard cap: stop reading until it drains, so a
+     * peer that sends but does not read stays bounded even when the host
+     * sees TCP_WRITABLE late (sharded servers). Not at the high water mark:
+     * a proxy pausing both of its sides there could deadlock. */
+    if (c->paused || c->peer_closed || out_full(l, c)) {
         nsv__conn_set_events(l, c, 0, c->writing);
         return;
     }
@@ -58,9 +64,9 @@ void nsv__tcp_after_flush(nsv__loop *l, nsv__conn *c)
     if (c->unwritable && queued <= c->low_water) {
         c->unwritable = 0;
         emit(l, c, NSV_EV_TCP_WRITABLE, 1, 0, NULL, 0);
-        if (!c->paused && !c->peer_closed && c->state == NSV__C_TCP)
-            nsv__conn_set_events(l, c, 1, c->writing);
     }
+    if (!c->reading && !c->paused && !c->peer_closed && c->state == NSV__C_TCP && !out_full(l, c))
+        nsv__conn_set_events(l, c, 1, c->writing);
     if (queued == 0 && c->shut_wr) {
         shutdown(c->fd, SHUT_WR);
         if (c->peer_closed)
@@ -122,7 +128,7 @@ int nsv__tcp_op(nsv__loop *l, nsv__conn *c, int op, int64_t a, int64_t b)
     case NSV__OP_TCP_PAUSE:
         c->paused = a != 0;
         if (c->state == NSV__C_TCP)
-            nsv__conn_set_events(l, c, !c->paused && !c->peer_closed && !c->unwritable, c->writing);
+            nsv__conn_set_events(l, c, !c->paused && !c->peer_closed && !out_full(l, c), c->writing);
         return NSV_OK;
     case NSV__OP_TCP_WATER:
         if (a <= 0 || b < 0 || b > a || a > UINT32_MAX)

@@ -48,12 +48,18 @@ int main(int argc, char **argv)
         for (int i = 0; i < n; i++) {
             const nsv_event *e = &evs[i];
             if (e->type == NSV_EV_TCP_DATA) {
-                if (e->body_len)
-                    nsv_send(srv, e->conn, arena + e->body_off, e->body_len);
+                int r = e->body_len ? nsv_send(srv, e->conn, arena + e->body_off, e->body_len) : 0;
+                if (r < 0 && r != NSV_ESTALE) { /* never drop bytes quietly: reset the client */
+                    fprintf(stderr, "tcp-echo: send: %s\n", nsv_strerror(r));
+                    nsv_abort(srv, e->conn);
+                    continue;
+                }
                 if (e->flags & NSV_EVF_EOF)
                     nsv_shutdown(srv, e->conn);
             } else if (e->type == NSV_EV_TCP_WRITABLE) {
                 nsv_pause_read(srv, e->conn, e->code == 0); /* peer not reading: stop reading it */
+            } else if (e->type == NSV_EV_ERROR) { /* e.g. a queued send failed (sharded) */
+                fprintf(stderr, "tcp-echo: connection error: %s\n", nsv_strerror(e->code));
             }
         }
     }

@@ -265,7 +265,10 @@ NSV_API int nsv_tls_available(void);
  * thread. NULL on allocation failure. Since 1.0. */
 NSV_API nsv_server *nsv_server_new(void);
 /* CONSTRUCTOR: server with `workers` I/O threads (0 = one per CPU); the host
- * polls events from any one thread. NULL on failure. Since 1.0. */
+ * polls events from any one thread. A worker whose queue of events not yet
+ * polled passes NSV_OPT_MAX_OUTPUT/8 (at least 256 KiB) stops reading raw TCP
+ * and WebSocket input until the host catches up, so a slow host bounds
+ * memory. NULL on failure. Since 1.0. */
 NSV_API nsv_server *nsv_server_new_sharded(int workers);
 /* CONSTRUCTOR: as above with an allocator hook (NULL = libc). workers < 0
  * makes a single-loop server. Every allocation of the server goes through
@@ -442,7 +445,8 @@ NSV_API int64_t nsv_connect(nsv_server *srv, const char *url, size_t len);
  * also stops reading from the connection until its output drains. NSV_EAGAIN when queued output would
  * exceed NSV_OPT_MAX_OUTPUT (nothing queued); on a sharded server, called
  * from another thread, that failure arrives as an ERROR event and the
- * connection is closed. Since 1.0. */
+ * connection is closed (a host that sends back what it reads, pausing on
+ * TCP_WRITABLE, stays under the cap). Since 1.0. */
 NSV_API int nsv_send(nsv_server *srv, uint64_t conn, const char *data, size_t len);
 /* METHOD: half-close: shut the write side once queued output is sent; the
  * connection closes when the peer has closed too. Since 1.0. */

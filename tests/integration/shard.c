@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
@@ -178,6 +179,65 @@ static void test_fd_and_worker_poll(void)
     nsv_server_free(s);
 }
 
+/* A host that does not poll for a while: the worker stops reading raw TCP
+ * once its queue holds ~max_output/8, and every byte still arrives in order. */
+#define SLOW_TOTAL (16 << 20)
+static void *flood(void *arg)
+{
+    int fd = *(int *)arg;
+    static char buf[65536];
+    for (size_t off = 0; off < SLOW_TOTAL;) {
+        size_t len = SLOW_TOTAL - off < sizeof buf ? SLOW_TOTAL - off : sizeof buf;
+        for (size_t i = 0; i < len; i++)
+            buf[i] = (char)((off + i) % 251);
+        ssize_t w = write(fd, buf, len);
+        if (w <= 0)
+            break;
+        off += (size_t)w; /* a short write: the next buffer starts at the new offset */
+    }
+    shutdown(fd, SHUT_WR);
+    return NULL;
+}
+
+static void test_slow_host(void)
+{
+    nsv_server *s = nsv_server_new_sharded(1);
+    int lid = nsv_listen(s, "tcp://127.0.0.1:0", 17);
+    int port = nsv_listener_port(s, lid);
+    static nsv_event evs[4096];
+    size_t cap = 64 << 20;
+    char *arena = malloc(cap);
+    is_int(nsv_poll(s, evs, 4096, arena, cap, 0), 0, "workers started");
+    int c = client(port);
+    pthread_t t;
+    pthread_create(&t, NULL, flood, &c);
+    usleep(400 * 1000); /* the host is busy elsewhere */
+    size_t first = 0, total = 0;
+    int good = 1, eof = 0, batches = 0;
+    int64_t until = nsv_millis() + 20000;
+    while (!eof && nsv_millis() < until) {
+        int n = nsv_poll(s, evs, 4096, arena, cap, 100);
+        for (int i = 0; i < n; i++) {
+            if (evs[i].type != NSV_EV_TCP_DATA)
+                continue;
+            for (uint32_t k = 0; k < evs[i].body_len; k++)
+                if ((unsigned char)arena[evs[i].body_off + k] != (total + k) % 251)
+                    good = 0;
+            total += evs[i].body_len;
+            eof |= (evs[i].flags & NSV_EVF_EOF) != 0;
+        }
+        if (n > 0 && batches++ == 0)
+            first = total;
+    }
+    ok(first > 0 && first <= (1u << 20), "queued while the host was away: %zu bytes (<= 1 MiB)", first);
+    is_int((int64_t)total, SLOW_TOTAL, "every byte arrived after the host came back");
+    ok(good, "in order");
+    pthread_join(t, NULL);
+    close(c);
+    free(arena);
+    nsv_server_free(s);
+}
+
 /* Drain under load: every request sent gets a complete response. */
 typedef struct load { int port; int sent, answered; } load;
 static void *loader(void *arg)
@@ -285,6 +345,7 @@ int main(void)
 {
     test_threads();
     test_fd_and_worker_poll();
+    test_slow_host();
     test_drain();
     test_many_conns();
     return done_testing();

@@ -91,6 +91,7 @@ typedef struct nsv__conn {
     uint8_t unwritable;     /* raw TCP: queued output went over the high water mark */
     uint8_t shut_wr;        /* raw TCP: shut the write side once output is sent */
     uint32_t high_water, low_water;
+    uint8_t throttled;      /* not read until the host drains the queue (loop/throttle.c) */
 } nsv__conn;
 
 typedef struct nsv__listener {
@@ -152,6 +153,10 @@ typedef struct nsv__loop {
     void *tls;              /* per-loop mbedTLS objects (tls/tls.c) */
     int locks_ready;
     atomic_int has_cmd;     /* commands waiting (checked without the lock) */
+    _Atomic size_t backlog; /* bytes in q not yet taken by the host (loop/throttle.c) */
+    atomic_int throttled;   /* stream reads stopped until the host drains q */
+    uint64_t *thr;          /* ids of the connections stopped */
+    uint32_t nthr, thr_cap;
 } nsv__loop;
 
 /* Per-slot ticket readable from any thread: (generation << 2) | state. */
@@ -209,6 +214,9 @@ int nsv__conn_flush(nsv__loop *l, nsv__conn *c);
 void nsv__conn_set_events(nsv__loop *l, nsv__conn *c, int rd, int wr);
 void nsv__loop_flush_dirty(nsv__loop *l);
 uint64_t nsv__conn_id(nsv__loop *l, nsv__conn *c);
+int nsv__throttle(nsv__loop *l, nsv__conn *c);
+int nsv__throttle_release(nsv__loop *l);
+void nsv__throttle_check(nsv__loop *l);
 nsv__conn *nsv__conn_alloc(nsv__loop *l);
 void nsv__cmd_run(nsv__loop *l);
 nsv__conn *nsv__loop_adopt(nsv__loop *l, int fd, int lidx, const struct sockaddr_storage *ss);

@@ -289,6 +289,7 @@ static void *worker_main(void *arg)
     tl_loop = l;
     while (!atomic_load(&s->stop)) {
         nsv__cmd_run(l);
+        nsv__throttle_check(l);
         nsv__loop_flush_dirty(l);
         nsv__loop_run_once(l, 1000);
         nsv__cmd_run(l);
@@ -367,7 +368,10 @@ static int copy_from(nsv__loop *l, nsv_event *evs, int max, char *arena, size_t 
 {
     pthread_mutex_lock(&l->qlock);
     int n = l->q.count ? nsv__evq_copy_out(l, evs, max, arena, cap, aoff) : 0;
+    int release = n > 0 && nsv__throttle_release(l);
     pthread_mutex_unlock(&l->qlock);
+    if (release)
+        wake(l);
     return n;
 }
 
@@ -461,7 +465,10 @@ int nsv_poll_worker(nsv_server *s, int worker, nsv_event *evs, int max, char *ar
             break;
     }
     int n = l->q.count ? nsv__evq_copy_out(l, evs, max, arena, cap, &aoff) : 0;
+    int release = n > 0 && nsv__throttle_release(l);
     pthread_mutex_unlock(&l->qlock);
+    if (release)
+        wake(l);
     if (n == 0 && atomic_load(&s->stop))
         return NSV_ESTOPPED;
     return n;

@@ -69,6 +69,7 @@ void nsv__evq_commit(nsv__loop *l)
     q->len += sz;
     q->count++;
     if (locked(l)) {
+        atomic_store(&l->backlog, q->len - q->rd);
         l->pushed = 1;
         if (l->qwaiters)
             pthread_cond_signal(&l->qcond);
@@ -148,6 +149,7 @@ int nsv__evq_copy_out(nsv__loop *l, nsv_event *evs, int max, char *arena, size_t
     }
     if (q->rd == q->len)
         q->rd = q->len = 0;
+    atomic_store(&l->backlog, q->len - q->rd);
     return n;
 }
 

@@ -70,6 +70,7 @@ void nsv__loop_free(nsv__loop *l)
         nsv__free(a, (void *)atomic_load(&l->tickets[i]));
     }
     nsv__free(a, l->freelist);
+    nsv__free(a, l->thr);
     nsv__free(a, l->cmd);
     nsv__free(a, l->cmd_spare);
     for (int i = 0; i < l->npool; i++)
@@ -435,6 +436,8 @@ static void on_conn_event(nsv__loop *l, uint32_t slot, uint32_t events)
             return;
     }
     if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+        if ((c->state == NSV__C_WS || c->state == NSV__C_TCP) && nsv__throttle(l, c))
+            return;
         if (c->state == NSV__C_WS)
             nsv__ws_on_readable(l, c);
         else if (c->state == NSV__C_TCP)

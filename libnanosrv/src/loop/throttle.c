@@ -1,0 +1,68 @@
+/* throttle.c - sharded pull mode: a worker stops reading stream connections
+ * (raw TCP, WebSocket) while its event queue holds more than the host has
+ * taken. The host takes events at its own pace; without this a slow host lets
+ * a fast peer grow the queue without bound, and the sends the host makes
+ * later for that data overflow the output cap on a connection the worker
+ * never paused. HTTP needs none of this: one request at a time is in flight. */
+#include "../core/server.h"
+
+static size_t limit(const nsv__loop *l)
+{
+    size_t lim = (size_t)l->srv->max_output / 8;
+    return lim < (256u << 10) ? (256u << 10) : lim;
+}
+
+/* Host side, with qlock held after events were taken: wake a throttled
+ * worker once its queue fell to half the limit. Returns 1 if it must be woken. */
+int nsv__throttle_release(nsv__loop *l)
+{
+    if (!atomic_load(&l->throttled) || atomic_load(&l->backlog) > limit(l) / 2)
+        return 0;
+    return atomic_exchange(&l->throttled, 0) == 1;
+}
+
+static void resume(nsv__loop *l)
+{
+    for (uint32_t i = 0; i < l->nthr; i++) {
+        nsv__conn *c = nsv__conn_get(l, l->thr[i]);
+        if (!c || !c->throttled)
+            continue;
+        c->throttled = 0;
+        if (c->state == NSV__C_TCP || c->state == NSV__C_WS)
+            nsv__conn_set_events(l, c, 1, c->writing); /* level-triggered: pending input fires */
+    }
+    l->nthr = 0;
+}
+
+/* Worker side, before reading a stream connection: 1 = do not read now. */
+int nsv__throttle(nsv__loop *l, nsv__conn *c)
+{
+    if (!l->srv->sharded || l->srv->cb || atomic_load(&l->backlog) <= limit(l))
+        return 0;
+    if (!c->throttled) {
+        if (l->nthr == l->thr_cap) {
+            uint32_t cap = l->thr_cap ? l->thr_cap * 2 : 64;
+            uint64_t *p = nsv__realloc(&l->srv->alloc, l->thr, cap * sizeof *p);
+            if (!p)
+                return 0; /* cannot remember it: read rather than stall it */
+            l->thr = p;
+            l->thr_cap = cap;
+        }
+        l->thr[l->nthr++] = nsv__conn_id(l, c);
+        c->throttled = 1;
+    }
+    c->deadline = l->now + l->srv->idle_timeout_ms; /* waiting on the host is not idleness */
+    nsv__conn_set_events(l, c, 0, c->writing);
+    atomic_store(&l->throttled, 1);
+    /* The host may have drained the queue before it could see the flag. */
+    if (atomic_load(&l->backlog) <= limit(l) / 2 && atomic_exchange(&l->throttled, 0))
+        resume(l);
+    return 1;
+}
+
+/* Worker side, each iteration: the host released the throttle. */
+void nsv__throttle_check(nsv__loop *l)
+{
+    if (l->nthr && !atomic_load(&l->throttled))
+        resume(l);
+}

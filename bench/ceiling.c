@@ -2,6 +2,8 @@
  * answers every complete request head with a canned 200 keep-alive response.
  * No parsing beyond counting "\r\n\r\n", one read -> one write, so every
  * server in the benchmark can be expressed as a fraction of this number.
+ * The canned bytes are what echo-server answers to wrk's `GET /` (with a
+ * fixed Date), so a ratio compares the work done, not the bytes sent.
  * Usage: ceiling [--port N]   (prints "listening on PORT" once ready) */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -16,13 +18,17 @@
 #include <unistd.h>
 
 static const char RESP[] =
-    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok";
+    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 51\r\n"
+    "Date: Mon, 30 Nov 2026 00:00:00 GMT\r\n\r\n"
+    "{\"method\":\"GET\",\"path\":\"/\",\"query\":\"\",\"body_len\":0}";
 #define RESP_LEN (sizeof RESP - 1)
 /* Sent instead when the request asked to close, so the close-per-request
  * case really pays for a new connection each time. Only wrk's exact header
  * spelling is recognised: this is a ceiling, not a parser. */
 static const char RESP_CLOSE[] =
-    "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok";
+    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 51\r\n"
+    "Date: Mon, 30 Nov 2026 00:00:00 GMT\r\nConnection: close\r\n\r\n"
+    "{\"method\":\"GET\",\"path\":\"/\",\"query\":\"\",\"body_len\":0}";
 #define RBUF 65536
 #define MAX_BATCH 256 /* responses written by one write() */
 

@@ -121,6 +121,8 @@ static void test_errors(void)
     is_mem(arena + vo, vl, "Value 1", "header lookup is case-insensitive");
     is_int(nsv_ev_header(&ev, arena, "absent", 6, &vl), NSV_ENOTFOUND, "absent header");
     is_int(ev.nheaders, 3, "header count");
+    is_mem(arena + ev.headers_off, ev.headers_len, "Host: h\r\nX-Test: Value 1\r\nx-other: two\r\n",
+           "header block as sent");
     uint32_t no, nl, vo2, vl2;
     is_int(nsv_ev_header_at(&ev, arena, 2, &no, &nl, &vo2, &vl2), NSV_OK, "header_at 2");
     is_mem(arena + no, nl, "x-other", "header_at name");
@@ -146,9 +148,13 @@ static void test_errors(void)
     ok(strstr(buf, "HTTP/1.1 200 OK\r\n") && strstr(buf, "X-A: 1\r\n") && strstr(buf, "\r\n\r\nhi"), "reply on the wire");
 
     /* streaming */
-    sends(fd, "GET /stream HTTP/1.1\r\nHost: h\r\n\r\n");
+    sends(fd, "GET /stream HTTP/1.1\r\nHost:h\r\nX-Sp:   padded \t \r\n\r\n");
     ok(wait_event(s, NSV_EV_REQUEST, &ev), "second request on the same connection");
     is_int(ev.route, -1, "unmatched route -> -1");
+    is_mem(arena + ev.headers_off, ev.headers_len, "Host: h\r\nX-Sp: padded\r\n",
+           "header block rewritten as \"Name: value\" lines when sent otherwise");
+    is_int(nsv_reply(s, ev.conn, 200, "X-A:\n1\r\n", 8, NULL, 0), NSV_EINVAL,
+           "a bad block the length of the last good one is still checked");
     is_int(nsv_reply_start(s, ev.conn, 200, "Content-Type: text/plain\r\n", 26), NSV_OK, "reply_start");
     is_int(nsv_send_chunk(s, ev.conn, "abc", 3), NSV_OK, "chunk 1");
     is_int(nsv_send_chunk(s, ev.conn, "", 0), NSV_OK, "empty chunk ignored");

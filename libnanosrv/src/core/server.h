@@ -139,6 +139,9 @@ typedef struct nsv__loop {
     nsv__hdr hdrs[256];
     nsv__param params[NSV__MAX_PARAMS];
     char detail[256];
+    char hc[128];           /* last reply header block that passed the check (response.c) */
+    uint32_t hc_len;
+    unsigned hc_seen;
     /* sharded servers only */
     pthread_t thread;
     int started;

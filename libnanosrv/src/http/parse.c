@@ -469,9 +469,15 @@ int nsv__http_parse_request(const char *buf, size_t len, nsv__request *req,
     size_t auth_len = 0, n = 0;
     hstate st = { 0, 0, 0, 0 };
 
-    memset(req, 0, sizeof *req);
+    /* Field by field: zeroing the whole struct compiles to `rep stos`,
+     * slow to start on every request. */
+    req->method = req->target = req->path = req->query = req->host = NULL;
+    req->method_len = req->target_len = req->path_len = req->query_len = req->host_len = 0;
+    req->minor_version = 0;
     req->headers = headers;
+    req->num_headers = 0;
     req->content_length = -1;
+    req->flags = 0;
 
     int r = parse_request_line(req, &p, end, max_uri, &auth, &auth_len);
     if (r <= 0)

@@ -143,8 +143,17 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
     if (status < 100 || status > 999 || (hlen && !hdrs) || (blen && !body))
         return NSV_EINVAL;
     unsigned seen = 0;
-    if (hlen && nsv__scan_headers(hdrs, hlen, &seen) != 0)
-        return NSV_EINVAL;
+    if (hlen == l->hc_len && hlen && !memcmp(hdrs, l->hc, hlen)) {
+        seen = l->hc_seen; /* the same block as the last reply: already checked */
+    } else if (hlen) {
+        if (nsv__scan_headers(hdrs, hlen, &seen) != 0)
+            return NSV_EINVAL;
+        if (hlen <= sizeof l->hc) {
+            memcpy(l->hc, hdrs, hlen);
+            l->hc_len = (uint32_t)hlen;
+            l->hc_seen = seen;
+        }
+    }
     if (c->out.len - c->out.off > (uint64_t)l->srv->max_output)
         return NSV_EAGAIN;
     if (seen & CONN_CLOSE || atomic_load(&l->srv->draining))

@@ -679,13 +679,15 @@ def main():
     secs = args.duration or (3 if args.quick else 5)
     budget = args.budget or (175 if args.quick else None)
     args.out = os.path.abspath(args.out)
-    args.bindir = os.path.join(args.out, "bench")
+    args.bindir = os.path.join(ROOT, "build", "bench")  # the load tools are built there
     args.logdir = os.path.join(args.out, "bench", "logs")
     os.makedirs(args.logdir, exist_ok=True)
     raise_nofile()
     # The bindings' examples load the library just built, not an installed one.
-    os.environ.setdefault("NANOSRV_LIBRARY", os.path.join(args.out, "libnanosrv.so.1"))
-    os.environ["LD_LIBRARY_PATH"] = ":".join(filter(None, [args.out, os.environ.get("LD_LIBRARY_PATH")]))
+    # (--out only moves the results: the library stays in the build directory.)
+    build = os.path.join(ROOT, "build")
+    os.environ.setdefault("NANOSRV_LIBRARY", os.path.join(build, "libnanosrv.so.1"))
+    os.environ["LD_LIBRARY_PATH"] = ":".join(filter(None, [build, os.environ.get("LD_LIBRARY_PATH")]))
 
     pick = lambda items, want, flag: (  # noqa: E731
         [i for i in items if getattr(i, flag) in want.split(",")] if want else None)

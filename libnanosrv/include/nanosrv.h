@@ -414,7 +414,9 @@ NSV_API int nsv_ws_upgrade(nsv_server *srv, uint64_t conn, const char *headers, 
 /* METHOD: send one message (NSV_WS_TEXT, NSV_WS_BINARY) or a ping/pong (at
  * most 125 bytes). Text must be valid UTF-8 (not checked). NSV_EAGAIN when
  * the connection's output limit is reached (nothing queued), NSV_ESTATE if
- * not a WebSocket or closing. Since 1.0. */
+ * not a WebSocket or closing. While more than half of NSV_OPT_MAX_OUTPUT
+ * waits to be sent, the library stops reading the connection (until a
+ * quarter), so answering each message never meets that limit. Since 1.0. */
 NSV_API int nsv_ws_send(nsv_server *srv, uint64_t conn, int opcode, const char *data, size_t len);
 /* METHOD: start the close handshake with code (1000-1003, 1007-1014,
  * 3000-4999) and a UTF-8 reason of at most 123 bytes. The TCP connection is

@@ -185,6 +185,39 @@ s.close()
 ok(srv.alive(), "server alive after every failure")
 
 
+# A client that sends much faster than it reads: the server stops reading it
+# while its answers back up, so every echo arrives and nothing is dropped.
+def slow_reader_gets_everything(count=256, size=65536):
+    s, r = handshake()
+    if not r or r[0] != 101:
+        return "no upgrade"
+    s.settimeout(20)
+    blob = os.urandom(size)
+    hdr = bytes([0x82, 0x80 | 127]) + struct.pack(">Q", size) + b"\0\0\0\0"  # zero mask key
+
+    def sender():
+        try:
+            for i in range(count):
+                s.sendall(hdr + struct.pack(">I", i) + blob[4:])
+        except OSError:
+            pass
+    t = __import__("threading").Thread(target=sender)
+    t.start()
+    __import__("time").sleep(1.0)  # read nothing for a while
+    try:
+        for i in range(count):
+            f = read_frame(s)
+            if f is None or f[0] != 2 or f[1][:4] != struct.pack(">I", i) or f[1][4:] != blob[4:]:
+                return "message %d wrong or missing" % i
+    except socket.timeout:
+        return "timed out at message %d" % i
+    finally:
+        t.join(20)
+        s.close()
+    return None
+eq(slow_reader_gets_everything(), None, "16 MiB sent to a client that reads late: every echo arrives in order")
+
+
 async def drain_closes_websockets():
     async with websockets.connect(URL) as w:
         await w.send("before")

@@ -275,6 +275,7 @@ int64_t nsv__evq_need(nsv__loop *l);
 /* http_conn.c */
 void nsv__http_on_readable(nsv__loop *l, nsv__conn *c);
 void nsv__http_process(nsv__loop *l, nsv__conn *c);
+void nsv__ws_after_flush(nsv__loop *l, nsv__conn *c);
 void nsv__http_timeout(nsv__loop *l, nsv__conn *c);
 
 /* tcp.c */

@@ -321,6 +321,8 @@ int nsv__conn_flush(nsv__loop *l, nsv__conn *c)
             nsv__conn_set_events(l, c, c->reading, 1);
             if (c->state == NSV__C_TCP)
                 nsv__tcp_after_flush(l, c);
+            else if (c->state == NSV__C_WS)
+                nsv__ws_after_flush(l, c);
             if (c->deadline == 0 || c->state != NSV__C_READ)
                 c->deadline = l->now + l->srv->idle_timeout_ms;
             return 0;
@@ -335,6 +337,8 @@ int nsv__conn_flush(nsv__loop *l, nsv__conn *c)
         nsv__conn_mark_dirty(l, c); /* parsing stopped for the backlog: resume */
     if (c->state == NSV__C_TCP)
         nsv__tcp_after_flush(l, c);
+    else if (c->state == NSV__C_WS)
+        nsv__ws_after_flush(l, c);
     if (c->state == NSV__C_CLOSING) {
         int pending = 0;
         if (!c->peer_closed && (c->in.len > c->in.off || c->lingering ||

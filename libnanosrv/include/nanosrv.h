@@ -100,7 +100,8 @@ enum nsv_event_type {
     NSV_EV_TCP_OPEN = 9,   /* raw TCP connection accepted (tcp:// listener) */
     NSV_EV_TCP_DATA = 10,  /* body = bytes received; flag NSV_EVF_EOF with no bytes at EOF */
     NSV_EV_TCP_WRITABLE = 11, /* code 0: queued output crossed the high water mark;
-                                 code 1: it fell to the low water mark again */
+                                 code 1: it fell to the low water mark again
+                                 (raw TCP, and streamed HTTP responses) */
     NSV_EV_TCP_CONNECTED = 12 /* nsv_connect succeeded (failure: ERROR then CLOSE) */
 };
 
@@ -168,8 +169,8 @@ enum nsv_option {
     NSV_OPT_WS_PING_INTERVAL_MS = 11, /* server pings, 0 = off (default) */
     NSV_OPT_WS_CONTROL_EVENTS = 12, /* 1: deliver WS_PING / WS_PONG events */
     NSV_OPT_WS_CLOSE_TIMEOUT_MS = 13, /* wait for the peer's close frame, default 5000 */
-    NSV_OPT_TCP_HIGH_WATER = 14,    /* raw TCP high water mark, default 65536 */
-    NSV_OPT_TCP_LOW_WATER = 15,     /* raw TCP low water mark, default 32768 */
+    NSV_OPT_TCP_HIGH_WATER = 14,    /* raw TCP / streamed reply high water mark, default 65536 */
+    NSV_OPT_TCP_LOW_WATER = 15,     /* raw TCP / streamed reply low water mark, default 32768 */
     NSV_OPT_CONNECT_TIMEOUT_MS = 16, /* outbound connect timeout, default 30000 */
     NSV_OPT_SHARD_ACCEPT = 17,      /* sharded: 0 SO_REUSEPORT per worker, 1 one acceptor hands off */
     NSV_OPT_WORKERS = 18,           /* read-only: worker count (0 for a single loop) */
@@ -383,7 +384,13 @@ NSV_API int nsv_reply(nsv_server *srv, uint64_t conn, int status, const char *he
 NSV_API int nsv_reply_batch(nsv_server *srv, const char *buf, size_t len);
 /* METHOD: start a chunked (streamed) response. Since 1.0. */
 NSV_API int nsv_reply_start(nsv_server *srv, uint64_t conn, int status, const char *headers, size_t hlen);
-/* METHOD: send one chunk of a streamed response (len 0 is ignored). Since 1.0. */
+/* METHOD: send one chunk of a streamed response (len 0 is ignored).
+ * NSV_EAGAIN when queued output would exceed NSV_OPT_MAX_OUTPUT (nothing
+ * queued). To pace a long stream, wait after a TCP_WRITABLE event with code 0
+ * (queued output crossed NSV_OPT_TCP_HIGH_WATER) for the one with code 1
+ * (down to NSV_OPT_TCP_LOW_WATER); on a sharded server, from another thread,
+ * an over-limit chunk arrives as an ERROR event and closes the connection.
+ * Since 1.0. */
 NSV_API int nsv_send_chunk(nsv_server *srv, uint64_t conn, const char *data, size_t len);
 /* METHOD: finish a streamed response. Since 1.0. */
 NSV_API int nsv_reply_end(nsv_server *srv, uint64_t conn);

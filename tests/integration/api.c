@@ -167,6 +167,41 @@ static void test_errors(void)
     ok(strstr(buf, "Transfer-Encoding: chunked") && strstr(buf, "3\r\nabc\r\n5\r\ndefgh\r\n0\r\n\r\n"),
        "chunked stream on the wire");
 
+    /* a long stream paced by TCP_WRITABLE: 0 when the client stops reading, 1 once it drained */
+    int sfd = client(port);
+    sends(sfd, "GET /big HTTP/1.1\r\nHost: h\r\n\r\n");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev), "request for a long stream");
+    uint64_t sc = ev.conn;
+    is_int(nsv_reply_start(s, sc, 200, NULL, 0), NSV_OK, "long stream started");
+    static char chunk[32768];
+    memset(chunk, 'z', sizeof chunk);
+    int blocked = 0, chunks = 0, bad = 0;
+    while (!blocked && chunks < 2048 && !bad) { /* at most 64 MiB */
+        bad = nsv_send_chunk(s, sc, chunk, sizeof chunk) != NSV_OK;
+        chunks++;
+        int n = nsv_poll(s, evs, 64, arena, sizeof arena, 0);
+        for (int i = 0; i < n; i++)
+            if (evs[i].type == NSV_EV_TCP_WRITABLE && evs[i].conn == sc)
+                blocked = evs[i].code == 0;
+    }
+    ok(blocked && !bad, "TCP_WRITABLE 0 once the client stops reading (after %d chunks of 32 KiB)", chunks);
+    ok(nsv_conn_queued(s, sc) >= 65536, "queued output above the high water mark");
+    int64_t t_end = nsv_millis() + 5000;
+    size_t got = 0;
+    while (blocked && nsv_millis() < t_end) {
+        char rb[65536];
+        ssize_t r;
+        while ((r = recv(sfd, rb, sizeof rb, MSG_DONTWAIT)) > 0)
+            got += (size_t)r;
+        int n = nsv_poll(s, evs, 64, arena, sizeof arena, 5);
+        for (int i = 0; i < n; i++)
+            if (evs[i].type == NSV_EV_TCP_WRITABLE && evs[i].conn == sc)
+                blocked = evs[i].code == 0;
+    }
+    ok(!blocked, "TCP_WRITABLE 1 after the client read %zu bytes", got);
+    is_int(nsv_reply_end(s, sc), NSV_OK, "long stream ended");
+    close(sfd);
+
     /* peer closes while the host holds a request */
     sends(fd, "GET /late HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
     ok(wait_event(s, NSV_EV_REQUEST, &ev), "third request");

@@ -88,7 +88,7 @@ typedef struct nsv__conn {
     uint8_t await_tls;      /* outbound tls://: TCP_CONNECTED waits for the handshake */
     uint8_t tls_host_len;
     char *tls_host;         /* outbound tls://: name for SNI and verification */
-    uint8_t unwritable;     /* raw TCP: queued output went over the high water mark */
+    uint8_t unwritable;     /* raw TCP, streamed reply: queued output went over the high water mark */
     uint8_t shut_wr;        /* raw TCP: shut the write side once output is sent */
     uint32_t high_water, low_water;
     uint8_t throttled;      /* not read until the host drains the queue (loop/throttle.c) */
@@ -276,6 +276,7 @@ int64_t nsv__evq_need(nsv__loop *l);
 void nsv__http_on_readable(nsv__loop *l, nsv__conn *c);
 void nsv__http_process(nsv__loop *l, nsv__conn *c);
 void nsv__ws_after_flush(nsv__loop *l, nsv__conn *c);
+void nsv__stream_after_flush(nsv__loop *l, nsv__conn *c);
 void nsv__http_timeout(nsv__loop *l, nsv__conn *c);
 
 /* tcp.c */

@@ -125,6 +125,7 @@ int nsv__scan_headers(const char *h, size_t n, unsigned *seen)
 static void request_done(nsv__loop *l, nsv__conn *c)
 {
     c->served = 1;
+    c->unwritable = 0;
     nsv__ticket(l, c, NSV__T_IDLE);
     if (c->keepalive && !atomic_load(&l->srv->draining)) {
         c->state = NSV__C_READ;
@@ -214,6 +215,8 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
     c->resp_started = 1;
     if (stream) {
         c->state = NSV__C_STREAM;
+        c->high_water = (uint32_t)l->srv->tcp_high_water;
+        c->low_water = (uint32_t)l->srv->tcp_low_water;
         nsv__ticket(l, c, NSV__T_STREAM);
         nsv__conn_mark_dirty(l, c);
     } else {
@@ -258,7 +261,20 @@ int nsv__send_chunk(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
     }
     c->out.len = (uint32_t)(p - c->out.p);
     nsv__conn_mark_dirty(l, c);
+    if (!c->unwritable && c->out.len - c->out.off >= c->high_water) {
+        c->unwritable = 1; /* pace the stream: TCP_WRITABLE 0 now, 1 when drained */
+        nsv__evq_emit(l, c, NSV_EV_TCP_WRITABLE, 0, 0, NULL, 0);
+    }
     return NSV_OK;
+}
+
+/* After output moved on a streamed response: writability back. */
+void nsv__stream_after_flush(nsv__loop *l, nsv__conn *c)
+{
+    if (c->unwritable && c->out.len - c->out.off <= c->low_water) {
+        c->unwritable = 0;
+        nsv__evq_emit(l, c, NSV_EV_TCP_WRITABLE, 1, 0, NULL, 0);
+    }
 }
 
 int nsv__reply_end(nsv__loop *l, nsv__conn *c)

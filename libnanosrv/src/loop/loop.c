@@ -323,6 +323,8 @@ int nsv__conn_flush(nsv__loop *l, nsv__conn *c)
                 nsv__tcp_after_flush(l, c);
             else if (c->state == NSV__C_WS)
                 nsv__ws_after_flush(l, c);
+            else if (c->state == NSV__C_STREAM)
+                nsv__stream_after_flush(l, c);
             if (c->deadline == 0 || c->state != NSV__C_READ)
                 c->deadline = l->now + l->srv->idle_timeout_ms;
             return 0;
@@ -339,6 +341,8 @@ int nsv__conn_flush(nsv__loop *l, nsv__conn *c)
         nsv__tcp_after_flush(l, c);
     else if (c->state == NSV__C_WS)
         nsv__ws_after_flush(l, c);
+    else if (c->state == NSV__C_STREAM)
+        nsv__stream_after_flush(l, c);
     if (c->state == NSV__C_CLOSING) {
         int pending = 0;
         if (!c->peer_closed && (c->in.len > c->in.off || c->lingering ||

@@ -69,14 +69,17 @@ export class Response {
   removeHeader(name: string): void;
   writeHead(status: number, headers?: Record<string, string | number | Array<string | number>> | Array<string>): this;
   writeHead(status: number, statusMessage: string, headers?: Record<string, string | number | Array<string | number>>): this;
-  /** Streams a chunk (chunked encoding). */
+  /** true after write() returned false, until 'drain'. */
+  readonly writableNeedDrain: boolean;
+  /** Streams a chunk (chunked encoding). Returns false once the queued output
+   *  passed the high water mark: wait for 'drain' before writing more. */
   write(chunk: Body): boolean;
   /** Sends the reply; throws NSV_ESTATE when called twice. */
   end(body?: Body): this;
   json(value: unknown, status?: number): this;
-  on(event: 'finish' | 'close', listener: () => void): this;
-  once(event: 'finish' | 'close', listener: () => void): this;
-  off(event: 'finish' | 'close', listener: () => void): this;
+  on(event: 'finish' | 'close' | 'drain', listener: () => void): this;
+  once(event: 'finish' | 'close' | 'drain', listener: () => void): this;
+  off(event: 'finish' | 'close' | 'drain', listener: () => void): this;
 }
 
 /** A handler may end the response itself or return (a Promise of) the body: strings and bytes as they are, other values as JSON. */

@@ -32,6 +32,7 @@ class Response {
     this.headersSent = false;
     this.writableEnded = false;
     this.destroyed = false; // the connection closed before the reply
+    this.writableNeedDrain = false; // write() returned false: wait for 'drain'
     this._stream = false;
     this._on = null;
   }
@@ -89,8 +90,9 @@ class Response {
     return s;
   }
 
-  // Streams a chunk (chunked transfer encoding). Returns false once the
-  // connection is gone, like a destroyed stream.
+  // Streams a chunk (chunked transfer encoding). Returns false when the
+  // connection's queued output is past the high water mark (wait for
+  // 'drain', as with a Node stream) or the connection is gone.
   write(chunk) {
     checkBody(chunk, 'chunk');
     if (this.writableEnded) throw nsvError(C.NSV_ESTATE, 'write after end');
@@ -102,7 +104,13 @@ class Response {
       this.headersSent = true;
     }
     if (chunk != null && chunk.length) this._srv._sendChunk(this, chunk);
-    return true;
+    return !this.writableNeedDrain;
+  }
+
+  // TCP_WRITABLE from the library: false past the high water mark, true once drained.
+  _writable(ok) {
+    this.writableNeedDrain = !ok;
+    if (ok) this._emit('drain');
   }
 
   end(body) {

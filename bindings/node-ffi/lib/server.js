@@ -226,6 +226,11 @@ class Server extends EventEmitter {
           if (this.listenerCount('clientError')) this.emit('clientError', nsvError(i32[w + W.code], msg), conn);
           break;
         }
+        case C.NSV_EV_TCP_WRITABLE: { // a streamed reply's output crossed a water mark
+          const res = this._pending.get(conn);
+          if (res !== undefined) res._writable(i32[w + W.code] !== 0);
+          break;
+        }
         default: break; // raw TCP events: not used by this binding
       }
     }

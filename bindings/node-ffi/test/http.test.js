@@ -133,6 +133,39 @@ for (const backend of BACKENDS) {
       assert.strictEqual(await r.text(), 'one,1,2,end');
     });
 
+    test('a long stream to a client that reads late: write() returns false, then drain', async (t) => {
+      const total = 16 << 20;
+      let pauses = 0;
+      const { port } = await serve(t, backend, {}, (srv) => {
+        srv.get('/big', (req, res) => {
+          const chunk = Buffer.alloc(65536, 0x61);
+          let sent = 0;
+          const pump = () => { // one chunk per turn of the event loop, as a file stream would
+            if (sent >= total) { res.end(); return; }
+            sent += chunk.length;
+            if (res.write(chunk)) setImmediate(pump);
+            else { pauses++; res.once('drain', pump); }
+          };
+          pump();
+        });
+      });
+      const got = await new Promise((resolve, reject) => {
+        let n = 0;
+        let tail = Buffer.alloc(0);
+        const s = net.connect(port, '127.0.0.1', () => {
+          s.write('GET /big HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n');
+          s.pause(); // read nothing for a while
+          setTimeout(() => s.resume(), 500);
+        });
+        s.on('data', (d) => { n += d.length; tail = Buffer.concat([tail, d]).subarray(-5); });
+        s.on('end', () => resolve({ n, tail: tail.toString('latin1') }));
+        s.on('error', reject);
+      });
+      assert.ok(pauses >= 1, `write() returned false ${pauses} times`);
+      assert.ok(got.n > total, `received ${got.n} bytes of a ${total}-byte body`);
+      assert.strictEqual(got.tail, '0\r\n\r\n');
+    });
+
     test('HEAD gets headers only; keep-alive pipelined requests are answered in order', async (t) => {
       const { port } = await serve(t, backend, {}, (srv) => {
         srv.get('/x/:n', (req, res) => res.end(`n=${req.params.n}`));

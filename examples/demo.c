@@ -93,6 +93,8 @@ int main(int argc, char **argv)
             else if (evs[i].type == NSV_EV_WS_MESSAGE)
                 nsv_ws_send(srv, evs[i].conn, evs[i].code, arena + evs[i].body_off, evs[i].body_len);
         }
+    signal(SIGTERM, SIG_IGN); /* a late signal must not reach the freed server */
+    signal(SIGINT, SIG_IGN);
     nsv_server_free(srv);
     return 0;
 }

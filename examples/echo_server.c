@@ -243,6 +243,8 @@ int main(int argc, char **argv)
         if (got_signal)
             nsv_drain_start(srv, 5000);
         nsv_run(srv);
+        signal(SIGTERM, SIG_IGN); /* a late signal must not reach the freed server */
+        signal(SIGINT, SIG_IGN);
         nsv_server_free(srv);
         return 0;
     }
@@ -268,6 +270,8 @@ int main(int argc, char **argv)
             handle(srv, &evs[i], arena);
     }
     free(arena);
+    signal(SIGTERM, SIG_IGN); /* a late signal must not reach the freed server */
+    signal(SIGINT, SIG_IGN);
     nsv_server_free(srv);
     return 0;
 }

@@ -64,6 +64,8 @@ int main(int argc, char **argv)
         }
     }
     free(arena);
+    signal(SIGTERM, SIG_IGN); /* a late signal must not reach the freed server */
+    signal(SIGINT, SIG_IGN);
     nsv_server_free(srv);
     return 0;
 }

@@ -388,9 +388,9 @@ NSV_API int nsv_reply_start(nsv_server *srv, uint64_t conn, int status, const ch
  * NSV_EAGAIN when queued output would exceed NSV_OPT_MAX_OUTPUT (nothing
  * queued). To pace a long stream, wait after a TCP_WRITABLE event with code 0
  * (queued output crossed NSV_OPT_TCP_HIGH_WATER) for the one with code 1
- * (down to NSV_OPT_TCP_LOW_WATER); on a sharded server, from another thread,
- * an over-limit chunk arrives as an ERROR event and closes the connection.
- * Since 1.0. */
+ * (down to NSV_OPT_TCP_LOW_WATER). On a sharded server, from another
+ * thread, the limit is four times NSV_OPT_MAX_OUTPUT and an over-limit chunk
+ * arrives as an ERROR event and closes the connection. Since 1.0. */
 NSV_API int nsv_send_chunk(nsv_server *srv, uint64_t conn, const char *data, size_t len);
 /* METHOD: finish a streamed response. Since 1.0. */
 NSV_API int nsv_reply_end(nsv_server *srv, uint64_t conn);
@@ -452,10 +452,11 @@ NSV_API int64_t nsv_connect(nsv_server *srv, const char *url, size_t len);
  * high water mark emits TCP_WRITABLE code 0 (slow down); dropping to the
  * low water mark emits code 1. Past half of NSV_OPT_MAX_OUTPUT the library
  * also stops reading from the connection until its output drains. NSV_EAGAIN when queued output would
- * exceed NSV_OPT_MAX_OUTPUT (nothing queued); on a sharded server, called
- * from another thread, that failure arrives as an ERROR event and the
- * connection is closed (a host that sends back what it reads, pausing on
- * TCP_WRITABLE, stays under the cap). Since 1.0. */
+ * exceed NSV_OPT_MAX_OUTPUT (nothing queued). On a sharded server, called
+ * from another thread, the call is accepted before the worker sees it: the
+ * limit there is four times NSV_OPT_MAX_OUTPUT, and past it the failure
+ * arrives as an ERROR event and the connection is closed (a host that
+ * pauses on TCP_WRITABLE stays far below). Since 1.0. */
 NSV_API int nsv_send(nsv_server *srv, uint64_t conn, const char *data, size_t len);
 /* METHOD: half-close: shut the write side once queued output is sent; the
  * connection closes when the peer has closed too. Since 1.0. */

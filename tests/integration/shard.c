@@ -5,7 +5,10 @@
 #include <nanosrv.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <dirent.h>
 #include <poll.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -179,6 +182,37 @@ static void test_fd_and_worker_poll(void)
     nsv_server_free(s);
 }
 
+/* Workers start with signals blocked: the host's handlers run on its threads. */
+static void test_worker_signals(void)
+{
+    nsv_server *s = nsv_server_new_sharded(2);
+    static nsv_event evs[4];
+    static char arena[4096];
+    nsv_poll(s, evs, 4, arena, sizeof arena, 0); /* starts the workers */
+    int others = 0, blocked = 0;
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.' || atoi(e->d_name) == getpid())
+            continue;
+        char path[300], line[256];
+        snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+        FILE *f = fopen(path, "r");
+        while (f && fgets(line, sizeof line, f))
+            if (!strncmp(line, "SigBlk:", 7)) {
+                unsigned long long m = strtoull(line + 7, NULL, 16);
+                others++;
+                blocked += (m & (1ull << (SIGTERM - 1))) && (m & (1ull << (SIGINT - 1)));
+            }
+        if (f)
+            fclose(f);
+    }
+    if (d)
+        closedir(d);
+    ok(others >= 2 && blocked == others, "%d of %d worker threads block SIGTERM and SIGINT", blocked, others);
+    nsv_server_free(s);
+}
+
 /* A host that does not poll for a while: the worker stops reading raw TCP
  * once its queue holds ~max_output/8, and every byte still arrives in order. */
 #define SLOW_TOTAL (16 << 20)
@@ -345,6 +379,7 @@ int main(void)
 {
     test_threads();
     test_fd_and_worker_poll();
+    test_worker_signals();
     test_slow_host();
     test_drain();
     test_many_conns();

@@ -134,16 +134,16 @@ for (const backend of BACKENDS) {
     });
 
     test('a long stream to a client that reads late: write() returns false, then drain', async (t) => {
-      const total = 16 << 20;
+      const total = 48 << 20; // more than the kernel's socket buffers hold
       let pauses = 0;
       const { port } = await serve(t, backend, {}, (srv) => {
         srv.get('/big', (req, res) => {
           const chunk = Buffer.alloc(65536, 0x61);
           let sent = 0;
-          const pump = () => { // one chunk per turn of the event loop, as a file stream would
+          const pump = () => { // one chunk per millisecond, as a steady producer would
             if (sent >= total) { res.end(); return; }
             sent += chunk.length;
-            if (res.write(chunk)) setImmediate(pump);
+            if (res.write(chunk)) setTimeout(pump, 1);
             else { pauses++; res.once('drain', pump); }
           };
           pump();
@@ -154,8 +154,11 @@ for (const backend of BACKENDS) {
         let tail = Buffer.alloc(0);
         const s = net.connect(port, '127.0.0.1', () => {
           s.write('GET /big HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n');
-          s.pause(); // read nothing for a while
-          setTimeout(() => s.resume(), 500);
+          s.pause(); // read nothing until the server had to wait (at most 5 s)
+          const until = Date.now() + 5000;
+          const iv = setInterval(() => {
+            if (pauses > 0 || Date.now() > until) { clearInterval(iv); s.resume(); }
+          }, 10);
         });
         s.on('data', (d) => { n += d.length; tail = Buffer.concat([tail, d]).subarray(-5); });
         s.on('end', () => resolve({ n, tail: tail.toString('latin1') }));

@@ -156,6 +156,7 @@ typedef struct nsv__loop {
     void *tls;              /* per-loop mbedTLS objects (tls/tls.c) */
     int locks_ready;
     atomic_int has_cmd;     /* commands waiting (checked without the lock) */
+    int forwarded;          /* running a call queued by another thread (nsv__out_limit) */
     _Atomic size_t backlog; /* bytes in q not yet taken by the host (loop/throttle.c) */
     atomic_int throttled;   /* stream reads stopped until the host drains q */
     uint64_t *thr;          /* ids of the connections stopped */
@@ -201,6 +202,15 @@ struct nsv_server {
     void *cb_ud;
 };
 
+/* Output a call may queue. A call queued by another thread was accepted
+ * before the worker saw it; that host learns of the backlog only from a later
+ * TCP_WRITABLE event, so it gets four times the room before the connection is
+ * closed with an ERROR event. */
+static inline uint64_t nsv__out_limit(const nsv__loop *l)
+{
+    return (uint64_t)l->srv->max_output << (l->forwarded ? 2 : 0);
+}
+
 /* server.c */
 int nsv__fail(int err);
 int nsv__set_detail(nsv_server *s, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -218,6 +228,7 @@ void nsv__conn_set_events(nsv__loop *l, nsv__conn *c, int rd, int wr);
 void nsv__loop_flush_dirty(nsv__loop *l);
 uint64_t nsv__conn_id(nsv__loop *l, nsv__conn *c);
 int nsv__throttle(nsv__loop *l, nsv__conn *c);
+int nsv__thread_start(pthread_t *t, const pthread_attr_t *at, void *(*fn)(void *), void *arg);
 int nsv__throttle_release(nsv__loop *l);
 void nsv__throttle_check(nsv__loop *l);
 nsv__conn *nsv__conn_alloc(nsv__loop *l);

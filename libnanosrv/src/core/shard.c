@@ -128,7 +128,9 @@ void nsv__cmd_run(nsv__loop *l)
         else if (c.op == NSV__OP_CONNECT)
             connect_here(l, (struct connect_req *)(uintptr_t)c.arg);
         else {
+            l->forwarded = 1;
             int r = nsv__conn_op(l->srv, l, c.op, c.id, c.status, h, c.hlen, b, c.blen, c.arg);
+            l->forwarded = 0;
             /* The caller was already told the call succeeded: a connection
              * that cannot take its answer or its bytes (memory, output cap)
              * is closed with an error event, never left waiting or silently
@@ -335,7 +337,7 @@ static int ensure_started(nsv_server *s)
     int r = NSV_OK;
     if (!s->workers_started) {
         for (int i = 0; i < s->nloops; i++) {
-            if (pthread_create(&s->loops[i]->thread, NULL, worker_main, s->loops[i]) != 0) {
+            if (nsv__thread_start(&s->loops[i]->thread, NULL, worker_main, s->loops[i]) != 0) {
                 r = nsv__set_detail(s, NSV_ESYS, "pthread_create: %s", strerror(errno));
                 atomic_store(&s->stop, 1);
                 break;

@@ -155,7 +155,7 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
             l->hc_seen = seen;
         }
     }
-    if (c->out.len - c->out.off > (uint64_t)l->srv->max_output)
+    if (c->out.len - c->out.off > nsv__out_limit(l))
         return NSV_EAGAIN;
     if (seen & CONN_CLOSE || atomic_load(&l->srv->draining))
         c->keepalive = 0;
@@ -233,7 +233,7 @@ int nsv__send_chunk(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
         return NSV_EINVAL;
     if (len == 0 || c->head)
         return NSV_OK;
-    if (c->out.len - c->out.off > 0 && c->out.len - c->out.off + len > (uint64_t)l->srv->max_output)
+    if (c->out.len - c->out.off > 0 && c->out.len - c->out.off + len > nsv__out_limit(l))
         return NSV_EAGAIN;
     int r = nsv__buf_reserve(l, &c->out, len + 24);
     if (r)

@@ -81,7 +81,7 @@ int nsv__tcp_send(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
     if (c->shut_wr)
         return NSV_ESTATE;
     size_t queued = c->out.len - c->out.off;
-    if (queued && queued + len > (uint64_t)l->srv->max_output)
+    if (queued && queued + len > nsv__out_limit(l))
         return NSV_EAGAIN;
     if (len == 0)
         return NSV_OK;
@@ -321,7 +321,7 @@ int64_t nsv__tcp_connect_here(nsv__loop *l, const char *url, size_t len)
         atomic_fetch_add(&s->resolvers, 1);
         pthread_attr_init(&at);
         pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&th, &at, resolve_main, j) != 0) {
+        if (nsv__thread_start(&th, &at, resolve_main, j) != 0) {
             atomic_fetch_sub(&s->resolvers, 1);
             nsv__free(&s->alloc, j);
             j = NULL;

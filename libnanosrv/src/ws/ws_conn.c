@@ -366,7 +366,7 @@ int nsv__ws_send(nsv__loop *l, nsv__conn *c, int opcode, const char *data, size_
         return NSV_EINVAL;
     if ((opcode & 8) && len > NSV__WS_MAX_CONTROL)
         return NSV_ETOOBIG;
-    if (c->out.len - c->out.off > 0 && c->out.len - c->out.off + len > (uint64_t)l->srv->max_output)
+    if (c->out.len - c->out.off > 0 && c->out.len - c->out.off + len > nsv__out_limit(l))
         return NSV_EAGAIN;
     return queue_frame(l, c, opcode, data, len);
 }

@@ -27,7 +27,8 @@ def to_bytes(x, what="body"):
 
 
 class Connection:
-    __slots__ = ("_m", "_s", "id", "_pending", "_closed", "_ws", "_streaming", "__weakref__")
+    __slots__ = ("_m", "_s", "id", "_pending", "_closed", "_ws", "_streaming", "_blocked", "_drained",
+                 "__weakref__")
 
     def __init__(self, manager, conn_id):
         self._m = manager
@@ -37,6 +38,8 @@ class Connection:
         self._closed = False
         self._ws = None         # handler of WebSocket events, once upgraded
         self._streaming = False
+        self._blocked = False   # a streamed reply is past the high water mark
+        self._drained = None    # callbacks and futures waiting for it to drain
 
     def _ptr(self):
         if self._closed:
@@ -81,6 +84,37 @@ class Connection:
         data = to_bytes(data, "data")
         check(lib.nsv_send_chunk(self._ptr(), self.id, data, len(data)), self._s)
         self._after_send()
+
+    @property
+    def writable(self):
+        """False while a streamed reply's queued output is past the high
+        water mark (NSV_OPT_TCP_HIGH_WATER); send_chunk more once it drained."""
+        return not self._blocked
+
+    def on_drain(self, fn):
+        """Call fn() once the queued output has drained (at once if writable)."""
+        if not self._blocked:
+            fn()
+        else:
+            (self._drained or self._init_drained()).append(fn)
+
+    async def drain(self):
+        """asyncio: wait until the queued output has drained."""
+        if self._blocked:
+            fut = self._m._loop.create_future()
+            (self._drained or self._init_drained()).append(lambda: fut.done() or fut.set_result(None))
+            await fut
+
+    def _init_drained(self):
+        self._drained = []
+        return self._drained
+
+    def _set_writable(self, ok):
+        self._blocked = not ok
+        if ok and self._drained:
+            waiting, self._drained = self._drained, None
+            for fn in waiting:
+                fn()
 
     def reply_end(self):
         check(lib.nsv_reply_end(self._ptr(), self.id), self._s)

@@ -24,6 +24,7 @@ _ENOBUFS, _ESTOPPED, _EINVAL = lib.NSV_ENOBUFS, lib.NSV_ESTOPPED, lib.NSV_EINVAL
 _EV_REQUEST, _EV_CLOSE, _EV_ERROR = lib.NSV_EV_REQUEST, lib.NSV_EV_CLOSE, lib.NSV_EV_ERROR
 _EV_WS_OPEN, _EV_WS_MESSAGE, _EV_WS_CLOSE = lib.NSV_EV_WS_OPEN, lib.NSV_EV_WS_MESSAGE, lib.NSV_EV_WS_CLOSE
 _EV_WS_PING, _EV_WS_PONG = lib.NSV_EV_WS_PING, lib.NSV_EV_WS_PONG
+_EV_WRITABLE = lib.NSV_EV_TCP_WRITABLE
 _JSON_HDR = b"Content-Type: application/json\r\n"
 _ERR_500 = b'{"error":"internal server error"}'
 _ERR_404 = b'{"error":"not found"}'
@@ -341,10 +342,15 @@ class Manager:
         t = e[TYPE]
         cid = e[CONN]
         c = self._conns.get(cid)
+        if t == _EV_WRITABLE:  # a streamed reply crossed a water mark
+            if c is not None:
+                c._set_writable(e[CODE] != 0)
+            return
         if t == _EV_CLOSE:
             if c is not None:
                 del self._conns[cid]
                 c._closed = True
+                c._set_writable(True)  # whoever waits for a drain learns of the close
                 fn = c._ws or self._event_fn(e)
                 if fn is not None:
                     self._call_event(fn, c, Event.Close, None)

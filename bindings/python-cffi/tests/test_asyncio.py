@@ -79,6 +79,44 @@ class Asyncio(unittest.TestCase):
         self.assertEqual(res, [(200, b"done")] * 8)
         self.assertLess(took, 1.5)  # 8 x 0.3 s would be 2.4 s if serialised
 
+    def test_streamed_reply_paced_by_drain(self):
+        total, state = 48 << 20, {"pauses": 0}
+
+        def setup(m):
+            @m.route("GET", "/big")
+            async def big(conn, msg):
+                chunk = b"a" * 65536
+                conn.reply_start(200, "Content-Type: application/octet-stream\r\n")
+                for _ in range(total // len(chunk)):
+                    conn.send_chunk(chunk)
+                    await asyncio.sleep(0)  # let the server's events in
+                    if not conn.writable:
+                        state["pauses"] += 1
+                        await conn.drain()
+                conn.reply_end()
+
+        def client(port):
+            import socket
+            import time
+            s = socket.create_connection(("127.0.0.1", port), timeout=20)
+            s.sendall(b"GET /big HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+            until = time.time() + 5
+            while state["pauses"] == 0 and time.time() < until:
+                time.sleep(0.01)  # read nothing until the handler had to wait
+            n, tail = 0, b""
+            while True:
+                d = s.recv(1 << 20)
+                if not d:
+                    break
+                n += len(d)
+                tail = (tail + d)[-5:]
+            s.close()
+            return n, tail
+        n, tail = self.serve_and(setup, client)
+        self.assertGreater(state["pauses"], 0)
+        self.assertGreater(n, total)
+        self.assertEqual(tail, b"0\r\n\r\n")
+
     def test_coroutine_without_asyncio_host_is_500(self):
         m = nanosrv.Manager()
 

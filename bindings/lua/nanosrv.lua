@@ -98,6 +98,7 @@ M.features = { websocket = has("nsv_ws_send") and has("nsv_ws_close"),
 
 local EV_REQUEST, EV_CLOSE, EV_ERROR = C.NSV_EV_REQUEST, C.NSV_EV_CLOSE, C.NSV_EV_ERROR
 local EV_WS_OPEN, EV_WS_MESSAGE, EV_WS_CLOSE = C.NSV_EV_WS_OPEN, C.NSV_EV_WS_MESSAGE, C.NSV_EV_WS_CLOSE
+local EV_WRITABLE = C.NSV_EV_TCP_WRITABLE
 local ENOBUFS, ESTOPPED, ENOTFOUND = C.NSV_ENOBUFS, C.NSV_ESTOPPED, C.NSV_ENOTFOUND
 local EVF_KEEPALIVE, EVF_HEAD, EVF_HTTP10 = C.NSV_EVF_KEEPALIVE, C.NSV_EVF_HEAD, C.NSV_EVF_HTTP10
 local EVF_CHUNKED, EVF_UPGRADE, EVF_TLS = C.NSV_EVF_CHUNKED, C.NSV_EVF_UPGRADE, C.NSV_EVF_TLS
@@ -356,6 +357,12 @@ end
 -- fresh table per request.
 ---------------------------------------------------------------------------
 
+-- Live connection ids are unique in their low 53 bits (slot, worker and the
+-- low generation bits), which makes an exact Lua number key without
+-- allocating a string per message.
+local TWO53 = 9007199254740992ULL
+local function conn_key(c) return tonumber(c % TWO53) end
+
 local Res = {}
 Res.__index = Res
 local PENDING, STREAMING, DONE = 0, 1, 2
@@ -381,6 +388,7 @@ function Res:start(status, headers)
     local h = srv_handle(self._s)
     check(C.nsv_reply_start(h, self._c, status, hb, #hb), "reply_start", self._s)
     self._st = STREAMING
+    self._s._streams[conn_key(self._c)] = self -- for its TCP_WRITABLE events
 end
 
 function Res:write(chunk)
@@ -393,12 +401,35 @@ function Res:finish()
     local h = srv_handle(self._s)
     check(C.nsv_reply_end(h, self._c), "reply_end", self._s)
     self._st = DONE
+    self._s._streams[conn_key(self._c)] = nil
 end
 
 function Res:close()
     local h = srv_handle(self._s)
     check(C.nsv_close(h, self._c), "close", self._s)
     self._st = DONE
+    self._s._streams[conn_key(self._c)] = nil
+end
+
+-- Flow control for streams: false while the queued output is past the high
+-- water mark (TCP_WRITABLE code 0); on_drain(fn) runs fn once it drained
+-- (at once when writable). A closed connection runs the waiting functions too.
+function Res:writable() return not self._blocked end
+
+function Res:on_drain(fn)
+    if not self._blocked then return fn() end
+    local w = self._drain or {}
+    w[#w + 1] = fn
+    self._drain = w
+end
+
+local function res_writable(res, ok)
+    res._blocked = not ok
+    local w = res._drain
+    if ok and w then
+        res._drain = nil
+        for i = 1, #w do w[i]() end
+    end
 end
 
 -- Bytes still queued for output (for flow control while streaming).
@@ -440,11 +471,6 @@ function WS:close(code, reason)
     if not self._close_code then self._close_code, self._close_reason = code, reason end
 end
 
--- Live connection ids are unique in their low 53 bits (slot, worker and the
--- low generation bits), which makes an exact Lua number key without
--- allocating a string per message.
-local TWO53 = 9007199254740992ULL
-local function conn_key(c) return tonumber(c % TWO53) end
 
 ---------------------------------------------------------------------------
 -- Server
@@ -483,7 +509,7 @@ function M.server(opts)
         _h = h, _maxev = batch, _evs = ffi.new("nsv_event[?]", batch),
         _cap = cap, _arena = ffi.new("char[?]", cap),
         _gen = 0, _polling = false, _next_route = 1,
-        _handlers = {}, _wsroutes = {}, _ws = {}, _on = {},
+        _handlers = {}, _wsroutes = {}, _ws = {}, _on = {}, _streams = {},
         _reqs = {}, listeners = {},
     }, Server)
     for i = 0, batch - 1 do self._reqs[i] = new_req(self, i) end
@@ -666,9 +692,21 @@ local function dispatch(self, i)
         end
     elseif t == EV_WS_CLOSE then
         ws_closed(self, conn_key(ev.conn), ev.code, ffi.string(self._arena + ev.body_off, ev.body_len))
+    elseif t == EV_WRITABLE then
+        local res = self._streams[conn_key(ev.conn)]
+        if res and res._c == ev.conn then
+            local ok, err = xpcall(res_writable, traceback, res, ev.code ~= 0)
+            if not ok then log_handler_error("drain", err) end
+        end
     elseif t == EV_CLOSE then
         -- Gone without a WS_CLOSE event: 1006 (no close frame, RFC 6455).
         ws_closed(self, conn_key(ev.conn), 1006, "")
+        local res = self._streams[conn_key(ev.conn)]
+        if res and res._c == ev.conn then
+            self._streams[conn_key(ev.conn)] = nil
+            local ok, err = xpcall(res_writable, traceback, res, true)
+            if not ok then log_handler_error("drain", err) end
+        end
         local f = self._on.close
         if f then
             local ok, err = xpcall(f, traceback, ev.conn)

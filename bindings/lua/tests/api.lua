@@ -82,6 +82,51 @@ r = c:request(T.req("GET", "/stream"))
 T.ok(r and r.chunked, "streamed response is chunked")
 T.is(r and r.body, "one,two", "streamed chunks")
 
+-- A long stream paced by writable()/on_drain() while the client reads late.
+do
+    local res
+    srv:route("GET", "/big", function(_, r2) r2:start(200); res = r2 end)
+    local bc = T.connect(port, pump)
+    bc:send(T.req("GET", "/big"))
+    local chunk, sent, total, paused, drained = string.rep("z", 65536), 0, 12 * 1048576, false, false
+    for _ = 1, 4000 do
+        pump()
+        if res then
+            if not res:writable() then paused = true; break end
+            if sent >= total then break end
+            res:write(chunk)
+            sent = sent + #chunk
+        end
+    end
+    T.ok(paused and sent < total, "writable() turns false while the client does not read (" .. sent .. " bytes sent)")
+    res:on_drain(function() drained = true end)
+    local got, tail = 0, ""
+    local function take()
+        bc:fill(5)
+        got = got + #bc.buf
+        tail = (tail .. bc.buf):sub(-5)
+        bc.buf = ""
+    end
+    for _ = 1, 2000 do
+        if drained then break end
+        pump(); take()
+    end
+    T.ok(drained, "on_drain runs once the client read (" .. got .. " bytes)")
+    for _ = 1, 20000 do
+        pump()
+        if sent < total and res:writable() then
+            res:write(chunk)
+            sent = sent + #chunk
+        elseif sent >= total and res:replied() == false then
+            res:finish()
+        end
+        take()
+        if tail == "0\r\n\r\n" then break end
+    end
+    T.ok(tail == "0\r\n\r\n" and got > total, "the whole stream arrived (" .. got .. " bytes)")
+    bc:close()
+end
+
 r = c:request(T.req("HEAD", "/users/1"), true)
 T.is(r and r.status, 200, "HEAD answered by the GET route")
 

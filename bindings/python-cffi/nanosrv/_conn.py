@@ -101,6 +101,8 @@ class Connection:
     async def drain(self):
         """asyncio: wait until the queued output has drained."""
         if self._blocked:
+            if self._m._loop is None:
+                raise RuntimeError("drain() needs the asyncio host (nanosrv.aio); use on_drain(fn)")
             fut = self._m._loop.create_future()
             (self._drained or self._init_drained()).append(lambda: fut.done() or fut.set_result(None))
             await fut

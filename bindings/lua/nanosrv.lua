@@ -423,15 +423,6 @@ function Res:on_drain(fn)
     self._drain = w
 end
 
-local function res_writable(res, ok)
-    res._blocked = not ok
-    local w = res._drain
-    if ok and w then
-        res._drain = nil
-        for i = 1, #w do w[i]() end
-    end
-end
-
 -- Bytes still queued for output (for flow control while streaming).
 function Res:queued()
     local h = srv_handle(self._s)
@@ -484,6 +475,18 @@ local function traceback(e) return debug.traceback(tostring(e), 2) end
 local function log_handler_error(what, err)
     io.stderr:write("nanosrv: ", what, " handler failed: ", tostring(err), "\n")
     io.stderr:flush()
+end
+
+local function res_writable(res, ok)
+    res._blocked = not ok
+    local w = res._drain
+    if ok and w then
+        res._drain = nil
+        for i = 1, #w do -- each alone: one that raises does not stop the others
+            local fine, err = xpcall(w[i], traceback)
+            if not fine then log_handler_error("drain", err) end
+        end
+    end
 end
 
 -- Lua-side keys of server{...}; every other key is a library option.
@@ -695,8 +698,7 @@ local function dispatch(self, i)
     elseif t == EV_WRITABLE then
         local res = self._streams[conn_key(ev.conn)]
         if res and res._c == ev.conn then
-            local ok, err = xpcall(res_writable, traceback, res, ev.code ~= 0)
-            if not ok then log_handler_error("drain", err) end
+            res_writable(res, ev.code ~= 0)
         end
     elseif t == EV_CLOSE then
         -- Gone without a WS_CLOSE event: 1006 (no close frame, RFC 6455).
@@ -704,8 +706,7 @@ local function dispatch(self, i)
         local res = self._streams[conn_key(ev.conn)]
         if res and res._c == ev.conn then
             self._streams[conn_key(ev.conn)] = nil
-            local ok, err = xpcall(res_writable, traceback, res, true)
-            if not ok then log_handler_error("drain", err) end
+            res_writable(res, true)
         end
         local f = self._on.close
         if f then

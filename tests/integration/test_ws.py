@@ -10,6 +10,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from nsvtest import ok, eq, done, echo_server, connect, read_response, closed_by_peer  # noqa
+from nsvtest import ws_frame as frame, ws_read_frame as read_frame  # noqa
 import websockets  # noqa: E402
 
 srv = echo_server()
@@ -64,41 +65,6 @@ def handshake(extra=b"", key=KEY.encode(), version=b"13", method=b"GET", ver=b"H
            + (b"Sec-WebSocket-Version: " + version + b"\r\n" if version else b"") + extra + b"\r\n")
     s.sendall(req)
     return s, read_response(s, head_only=True)
-
-
-def frame(op, payload=b"", fin=True, mask=True, rsv=0, length=None):
-    b0 = (0x80 if fin else 0) | rsv << 4 | op
-    n = len(payload) if length is None else length
-    if n < 126:
-        hdr = bytes([b0, (0x80 if mask else 0) | n])
-    elif n < 65536:
-        hdr = bytes([b0, (0x80 if mask else 0) | 126]) + struct.pack(">H", n)
-    else:
-        hdr = bytes([b0, (0x80 if mask else 0) | 127]) + struct.pack(">Q", n)
-    if not mask:
-        return hdr + payload
-    key = b"\x11\x22\x33\x44"
-    return hdr + key + bytes(c ^ key[i % 4] for i, c in enumerate(payload))
-
-
-def read_frame(s):
-    def need(n):
-        buf = b""
-        while len(buf) < n:
-            d = s.recv(n - len(buf))
-            if not d:
-                return None
-            buf += d
-        return buf
-    h = need(2)
-    if not h:
-        return None
-    n = h[1] & 0x7f
-    if n == 126:
-        n = struct.unpack(">H", need(2))[0]
-    elif n == 127:
-        n = struct.unpack(">Q", need(8))[0]
-    return h[0] & 0x0f, need(n) if n else b""
 
 
 def expect_close(payloads, code, name):

@@ -3,6 +3,7 @@ ephemeral ports (stopped by PID), raw-socket HTTP helpers. Stdlib only."""
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -170,3 +171,42 @@ def closed_by_peer(sock, timeout=3):
         return True
     except socket.timeout:
         return False
+
+
+# ---- WebSocket client frames over raw sockets ------------------------------
+
+def ws_frame(op, payload=b"", fin=True, mask=True, rsv=0, length=None):
+    """A client frame (masked unless mask=False); length may lie on purpose."""
+    b0 = (0x80 if fin else 0) | rsv << 4 | op
+    n = len(payload) if length is None else length
+    if n < 126:
+        hdr = bytes([b0, (0x80 if mask else 0) | n])
+    elif n < 65536:
+        hdr = bytes([b0, (0x80 if mask else 0) | 126]) + struct.pack(">H", n)
+    else:
+        hdr = bytes([b0, (0x80 if mask else 0) | 127]) + struct.pack(">Q", n)
+    if not mask:
+        return hdr + payload
+    key = b"\x11\x22\x33\x44"
+    return hdr + key + bytes(c ^ key[i % 4] for i, c in enumerate(payload))
+
+
+def ws_read_frame(s):
+    """(opcode, payload) of the next server frame, or None at EOF."""
+    def need(n):
+        buf = b""
+        while len(buf) < n:
+            d = s.recv(n - len(buf))
+            if not d:
+                return None
+            buf += d
+        return buf
+    h = need(2)
+    if not h:
+        return None
+    n = h[1] & 0x7f
+    if n == 126:
+        n = struct.unpack(">H", need(2))[0]
+    elif n == 127:
+        n = struct.unpack(">Q", need(8))[0]
+    return h[0] & 0x0f, need(n) if n else b""

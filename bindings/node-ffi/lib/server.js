@@ -228,7 +228,10 @@ class Server extends EventEmitter {
         }
         case C.NSV_EV_TCP_WRITABLE: { // a streamed reply's output crossed a water mark
           const res = this._pending.get(conn);
-          if (res !== undefined) res._writable(i32[w + W.code] !== 0);
+          if (res !== undefined) {
+            // A throwing 'drain' listener must not cost the rest of the batch.
+            try { res._writable(i32[w + W.code] !== 0); } catch (e) { this._failed(e, res.req, res); }
+          }
           break;
         }
         default: break; // raw TCP events: not used by this binding
@@ -306,7 +309,10 @@ class Server extends EventEmitter {
 
   _onClose(conn) {
     const res = this._pending.get(conn);
-    if (res !== undefined) { this._pending.delete(conn); res._closed(); }
+    if (res !== undefined) {
+      this._pending.delete(conn);
+      try { res._closed(); } catch (e) { this._failed(e, res.req, res); }
+    }
     const ws = this._sockets.get(conn);
     if (ws !== undefined) this._wsGone(ws, 1006, '');
   }

@@ -5,9 +5,12 @@ event was seen) raises StaleError without calling into C; the library
 itself rejects stale ids and double replies, which surface as StaleError
 and StateError.
 """
+import logging
+
 from ._ffi import lib
 from .errors import ESTALE, check, error, require
 
+log = logging.getLogger("nanosrv")
 _reply = lib.nsv_reply
 _TEXT, _BINARY = 1, 2
 
@@ -116,7 +119,10 @@ class Connection:
         if ok and self._drained:
             waiting, self._drained = self._drained, None
             for fn in waiting:
-                fn()
+                try:
+                    fn()
+                except Exception:  # one failing callback must not cost the batch
+                    log.exception("drain callback failed for connection %#x", self.id)
 
     def reply_end(self):
         check(lib.nsv_reply_end(self._ptr(), self.id), self._s)

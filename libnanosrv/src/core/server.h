@@ -211,6 +211,12 @@ static inline uint64_t nsv__out_limit(const nsv__loop *l)
     return (uint64_t)l->srv->max_output << (l->forwarded ? 2 : 0);
 }
 
+/* This connection's unsent output is past max_output / div. */
+static inline int nsv__out_over(const nsv__loop *l, const nsv__conn *c, int div)
+{
+    return (int64_t)(c->out.len - c->out.off) > l->srv->max_output / div;
+}
+
 /* server.c */
 int nsv__fail(int err);
 int nsv__set_detail(nsv_server *s, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -229,7 +235,7 @@ void nsv__loop_flush_dirty(nsv__loop *l);
 uint64_t nsv__conn_id(nsv__loop *l, nsv__conn *c);
 int nsv__throttle(nsv__loop *l, nsv__conn *c);
 int nsv__thread_start(pthread_t *t, const pthread_attr_t *at, void *(*fn)(void *), void *arg);
-int nsv__throttle_release(nsv__loop *l);
+void nsv__throttle_release(nsv__loop *l);
 void nsv__throttle_check(nsv__loop *l);
 nsv__conn *nsv__conn_alloc(nsv__loop *l);
 void nsv__cmd_run(nsv__loop *l);
@@ -286,8 +292,8 @@ int64_t nsv__evq_need(nsv__loop *l);
 /* http_conn.c */
 void nsv__http_on_readable(nsv__loop *l, nsv__conn *c);
 void nsv__http_process(nsv__loop *l, nsv__conn *c);
-void nsv__ws_after_flush(nsv__loop *l, nsv__conn *c);
-void nsv__stream_after_flush(nsv__loop *l, nsv__conn *c);
+void nsv__out_queued(nsv__loop *l, nsv__conn *c);
+void nsv__read_resume(nsv__loop *l, nsv__conn *c);
 void nsv__http_timeout(nsv__loop *l, nsv__conn *c);
 
 /* tcp.c */

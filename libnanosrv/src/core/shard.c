@@ -370,10 +370,7 @@ static int copy_from(nsv__loop *l, nsv_event *evs, int max, char *arena, size_t 
 {
     pthread_mutex_lock(&l->qlock);
     int n = l->q.count ? nsv__evq_copy_out(l, evs, max, arena, cap, aoff) : 0;
-    int release = n > 0 && nsv__throttle_release(l);
     pthread_mutex_unlock(&l->qlock);
-    if (release)
-        wake(l);
     return n;
 }
 
@@ -467,10 +464,7 @@ int nsv_poll_worker(nsv_server *s, int worker, nsv_event *evs, int max, char *ar
             break;
     }
     int n = l->q.count ? nsv__evq_copy_out(l, evs, max, arena, cap, &aoff) : 0;
-    int release = n > 0 && nsv__throttle_release(l);
     pthread_mutex_unlock(&l->qlock);
-    if (release)
-        wake(l);
     if (n == 0 && atomic_load(&s->stop))
         return NSV_ESTOPPED;
     return n;

@@ -261,20 +261,8 @@ int nsv__send_chunk(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
     }
     c->out.len = (uint32_t)(p - c->out.p);
     nsv__conn_mark_dirty(l, c);
-    if (!c->unwritable && c->out.len - c->out.off >= c->high_water) {
-        c->unwritable = 1; /* pace the stream: TCP_WRITABLE 0 now, 1 when drained */
-        nsv__evq_emit(l, c, NSV_EV_TCP_WRITABLE, 0, 0, NULL, 0);
-    }
+    nsv__out_queued(l, c); /* pace the stream */
     return NSV_OK;
-}
-
-/* After output moved on a streamed response: writability back. */
-void nsv__stream_after_flush(nsv__loop *l, nsv__conn *c)
-{
-    if (c->unwritable && c->out.len - c->out.off <= c->low_water) {
-        c->unwritable = 0;
-        nsv__evq_emit(l, c, NSV_EV_TCP_WRITABLE, 1, 0, NULL, 0);
-    }
 }
 
 int nsv__reply_end(nsv__loop *l, nsv__conn *c)

@@ -150,6 +150,8 @@ int nsv__evq_copy_out(nsv__loop *l, nsv_event *evs, int max, char *arena, size_t
     if (q->rd == q->len)
         q->rd = q->len = 0;
     atomic_store(&l->backlog, q->len - q->rd);
+    if (n > 0)
+        nsv__throttle_release(l);
     return n;
 }
 

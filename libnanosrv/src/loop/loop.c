@@ -305,6 +305,50 @@ static void on_accept(nsv__loop *l, int lidx, int kind, int lfd)
     }
 }
 
+/* Output queued past the high water mark (raw TCP, streamed replies):
+ * TCP_WRITABLE code 0 tells the host to slow down; code 1 follows in
+ * after_flush once the output is down to the low water mark. */
+void nsv__out_queued(nsv__loop *l, nsv__conn *c)
+{
+    if (!c->unwritable && c->out.len - c->out.off >= c->high_water) {
+        c->unwritable = 1;
+        nsv__evq_emit(l, c, NSV_EV_TCP_WRITABLE, 0, 0, NULL, 0);
+    }
+}
+
+/* Stream connections (raw TCP, WebSocket) stop being read while their own
+ * unsent output is past half the cap (a peer that sends but does not read
+ * is slowed by TCP, not buffered) and while a sharded host lags (throttle.c).
+ * Reading resumes here once neither holds and the output is down to a quarter. */
+void nsv__read_resume(nsv__loop *l, nsv__conn *c)
+{
+    if (!c->reading && !c->throttled && !c->paused && !c->peer_closed &&
+        (c->state == NSV__C_TCP || c->state == NSV__C_WS) && !nsv__out_over(l, c, 4))
+        nsv__conn_set_events(l, c, 1, c->writing);
+}
+
+static int read_stopped(nsv__loop *l, nsv__conn *c)
+{
+    if (nsv__out_over(l, c, 2)) {
+        nsv__conn_set_events(l, c, 0, c->writing);
+        return 1;
+    }
+    return nsv__throttle(l, c);
+}
+
+/* After output moved: writability back, reading back, a pending half-close. */
+static void after_flush(nsv__loop *l, nsv__conn *c)
+{
+    if (c->unwritable && c->out.len - c->out.off <= c->low_water &&
+        (c->state == NSV__C_TCP || c->state == NSV__C_STREAM)) {
+        c->unwritable = 0;
+        nsv__evq_emit(l, c, NSV_EV_TCP_WRITABLE, 1, 0, NULL, 0);
+    }
+    nsv__read_resume(l, c);
+    if (c->state == NSV__C_TCP)
+        nsv__tcp_after_flush(l, c);
+}
+
 /* Send queued output. Returns 0, or -1 if the connection was closed. */
 int nsv__conn_flush(nsv__loop *l, nsv__conn *c)
 {
@@ -319,12 +363,7 @@ int nsv__conn_flush(nsv__loop *l, nsv__conn *c)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             nsv__conn_set_events(l, c, c->reading, 1);
-            if (c->state == NSV__C_TCP)
-                nsv__tcp_after_flush(l, c);
-            else if (c->state == NSV__C_WS)
-                nsv__ws_after_flush(l, c);
-            else if (c->state == NSV__C_STREAM)
-                nsv__stream_after_flush(l, c);
+            after_flush(l, c);
             if (c->deadline == 0 || c->state != NSV__C_READ)
                 c->deadline = l->now + l->srv->idle_timeout_ms;
             return 0;
@@ -337,12 +376,7 @@ int nsv__conn_flush(nsv__loop *l, nsv__conn *c)
         nsv__conn_set_events(l, c, c->reading, 0);
     if (c->state == NSV__C_READ && c->in.len > c->in.off)
         nsv__conn_mark_dirty(l, c); /* parsing stopped for the backlog: resume */
-    if (c->state == NSV__C_TCP)
-        nsv__tcp_after_flush(l, c);
-    else if (c->state == NSV__C_WS)
-        nsv__ws_after_flush(l, c);
-    else if (c->state == NSV__C_STREAM)
-        nsv__stream_after_flush(l, c);
+    after_flush(l, c);
     if (c->state == NSV__C_CLOSING) {
         int pending = 0;
         if (!c->peer_closed && (c->in.len > c->in.off || c->lingering ||
@@ -444,7 +478,7 @@ static void on_conn_event(nsv__loop *l, uint32_t slot, uint32_t events)
             return;
     }
     if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
-        if ((c->state == NSV__C_WS || c->state == NSV__C_TCP) && nsv__throttle(l, c))
+        if ((c->state == NSV__C_WS || c->state == NSV__C_TCP) && read_stopped(l, c))
             return;
         if (c->state == NSV__C_WS)
             nsv__ws_on_readable(l, c);

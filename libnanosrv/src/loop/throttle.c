@@ -5,6 +5,7 @@
  * later for that data overflow the output cap on a connection the worker
  * never paused. HTTP needs none of this: one request at a time is in flight. */
 #include "../core/server.h"
+#include <unistd.h>
 
 static size_t limit(const nsv__loop *l)
 {
@@ -12,13 +13,17 @@ static size_t limit(const nsv__loop *l)
     return lim < (256u << 10) ? (256u << 10) : lim;
 }
 
-/* Host side, with qlock held after events were taken: wake a throttled
- * worker once its queue fell to half the limit. Returns 1 if it must be woken. */
-int nsv__throttle_release(nsv__loop *l)
+/* Host side, after events were taken (evq.c): wake a throttled worker once
+ * its queue fell to half the limit. */
+void nsv__throttle_release(nsv__loop *l)
 {
     if (!atomic_load(&l->throttled) || atomic_load(&l->backlog) > limit(l) / 2)
-        return 0;
-    return atomic_exchange(&l->throttled, 0) == 1;
+        return;
+    if (atomic_exchange(&l->throttled, 0) == 1) {
+        uint64_t one = 1;
+        ssize_t w = write(l->wakefd, &one, sizeof one);
+        (void)w;
+    }
 }
 
 static void resume(nsv__loop *l)
@@ -28,8 +33,7 @@ static void resume(nsv__loop *l)
         if (!c || !c->throttled)
             continue;
         c->throttled = 0;
-        if (c->state == NSV__C_TCP || c->state == NSV__C_WS)
-            nsv__conn_set_events(l, c, 1, c->writing); /* level-triggered: pending input fires */
+        nsv__read_resume(l, c); /* level-triggered: pending input fires */
     }
     l->nthr = 0;
 }

@@ -22,18 +22,11 @@ static void emit(nsv__loop *l, nsv__conn *c, uint32_t type, int32_t code, uint32
     nsv__evq_emit(l, c, type, code, flags, p, n);
 }
 
-static int out_full(nsv__loop *l, const nsv__conn *c)
-{
-    return (int64_t)(c->out.len - c->out.off) > l->srv->max_output / 2;
-}
-
 void nsv__tcp_on_readable(nsv__loop *l, nsv__conn *c)
 {
-    /* Own output past half the hard cap: stop reading until it drains, so a
-     * peer that sends but does not read stays bounded even when the host
-     * sees TCP_WRITABLE late (sharded servers). Not at the high water mark:
-     * a proxy pausing both of its sides there could deadlock. */
-    if (c->paused || c->peer_closed || out_full(l, c)) {
+    /* (Own output past half the cap stops reading before this: loop.c. Not
+     * at the high water mark: a proxy pausing both sides there could deadlock.) */
+    if (c->paused || c->peer_closed) {
         nsv__conn_set_events(l, c, 0, c->writing);
         return;
     }
@@ -57,17 +50,10 @@ void nsv__tcp_on_readable(nsv__loop *l, nsv__conn *c)
         nsv__conn_close(l, c);
 }
 
-/* After output moved: writability events and a pending half-close. */
+/* After output moved (or a shutdown request): a pending half-close. */
 void nsv__tcp_after_flush(nsv__loop *l, nsv__conn *c)
 {
-    size_t queued = c->out.len - c->out.off;
-    if (c->unwritable && queued <= c->low_water) {
-        c->unwritable = 0;
-        emit(l, c, NSV_EV_TCP_WRITABLE, 1, 0, NULL, 0);
-    }
-    if (!c->reading && !c->paused && !c->peer_closed && c->state == NSV__C_TCP && !out_full(l, c))
-        nsv__conn_set_events(l, c, 1, c->writing);
-    if (queued == 0 && c->shut_wr) {
+    if (c->out.len == c->out.off && c->shut_wr) {
         shutdown(c->fd, SHUT_WR);
         if (c->peer_closed)
             nsv__conn_close(l, c);
@@ -101,10 +87,7 @@ int nsv__tcp_send(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
         return r;
     if (c->state == NSV__C_TCP)
         nsv__conn_mark_dirty(l, c);
-    if (!c->unwritable && queued + len >= c->high_water) {
-        c->unwritable = 1;
-        emit(l, c, NSV_EV_TCP_WRITABLE, 0, 0, NULL, 0);
-    }
+    nsv__out_queued(l, c);
     return NSV_OK;
 }
 
@@ -127,8 +110,10 @@ int nsv__tcp_op(nsv__loop *l, nsv__conn *c, int op, int64_t a, int64_t b)
     }
     case NSV__OP_TCP_PAUSE:
         c->paused = a != 0;
-        if (c->state == NSV__C_TCP)
-            nsv__conn_set_events(l, c, !c->paused && !c->peer_closed && !out_full(l, c), c->writing);
+        if (c->paused && c->state == NSV__C_TCP)
+            nsv__conn_set_events(l, c, 0, c->writing);
+        else if (c->state == NSV__C_TCP)
+            nsv__read_resume(l, c);
         return NSV_OK;
     case NSV__OP_TCP_WATER:
         if (a <= 0 || b < 0 || b > a || a > UINT32_MAX)

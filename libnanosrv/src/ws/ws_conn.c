@@ -291,26 +291,10 @@ static long process(nsv__loop *l, nsv__conn *c, uint8_t *p, size_t len)
     return (long)used;
 }
 
-/* Answers not yet sent past half the output cap: stop reading this peer
- * until they drain, so a client that sends faster than it reads is slowed
- * by TCP instead of having its echoes refused with NSV_EAGAIN. */
-static int out_backed_up(const nsv__loop *l, const nsv__conn *c, int64_t div)
-{
-    return (int64_t)(c->out.len - c->out.off) > l->srv->max_output / div;
-}
-
-void nsv__ws_after_flush(nsv__loop *l, nsv__conn *c)
-{
-    if (!c->reading && !c->throttled && !out_backed_up(l, c, 4))
-        nsv__conn_set_events(l, c, 1, c->writing);
-}
-
+/* A client that sends faster than it reads is not read while its answers
+ * back up (loop.c), so echoing hosts never meet NSV_EAGAIN from it. */
 void nsv__ws_on_readable(nsv__loop *l, nsv__conn *c)
 {
-    if (out_backed_up(l, c, 2)) {
-        nsv__conn_set_events(l, c, 0, c->writing);
-        return;
-    }
     for (int rounds = 0; rounds < 4 && c->state == NSV__C_WS; rounds++) {
         uint8_t *p;
         size_t len;

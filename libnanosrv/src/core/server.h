@@ -19,7 +19,7 @@
 #define NSV__SWEEP_MS 100
 #define NSV__CHUNK 1024           /* connection slots per table chunk */
 #define NSV__MAX_CHUNKS 16384     /* 16M slots: the 24-bit slot field of an id */
-#define NSV__GEN_MAX 0x3FFFFFFFu  /* generations fit 30 bits (tickets use 2 more) */
+#define NSV__GEN_MAX 0x1FFFFFFFu  /* generations fit 29 bits (tickets use 3 more) */
 
 /* Connection ids: slot (24 bits) | loop (8 bits) | generation (31 bits) << 32. */
 #define NSV__ID(slot, loop, gen) (((uint64_t)(gen) << 32) | ((uint64_t)(loop) << 24) | (uint64_t)(slot))
@@ -163,12 +163,20 @@ typedef struct nsv__loop {
     uint32_t nthr, thr_cap;
 } nsv__loop;
 
-/* Per-slot ticket readable from any thread: (generation << 2) | state. */
+/* Per-slot ticket readable from any thread: (generation << 3) | wsok | state.
+ * NSV__T_WSOK rides on PENDING when the request is a valid WebSocket
+ * handshake (c->ws_check == 1, decided before the request is emitted), so
+ * nsv_ws_upgrade from another thread knows its answer synchronously. */
 enum { NSV__T_IDLE = 0, NSV__T_PENDING = 1, NSV__T_STREAM = 2, NSV__T_WS = 3 };
+#define NSV__T_STATE 3u  /* mask of the state bits */
+#define NSV__T_WSOK 4u   /* PENDING: the request is a valid upgrade */
+#define NSV__T_SHIFT 3   /* generation starts here */
 static inline void nsv__ticket(nsv__loop *l, const nsv__conn *c, unsigned st)
 {
     _Atomic uint32_t *t = atomic_load_explicit(&l->tickets[c->slot / NSV__CHUNK], memory_order_relaxed);
-    atomic_store_explicit(&t[c->slot % NSV__CHUNK], (c->gen << 2) | st, memory_order_release);
+    if (st == NSV__T_PENDING && c->ws_check == 1)
+        st |= NSV__T_WSOK;
+    atomic_store_explicit(&t[c->slot % NSV__CHUNK], (c->gen << NSV__T_SHIFT) | st, memory_order_release);
 }
 #define NSV__CONN(l, i) (&(l)->chunks[(i) / NSV__CHUNK][(i) % NSV__CHUNK])
 

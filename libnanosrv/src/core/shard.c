@@ -163,7 +163,10 @@ void nsv__shard_handoff(nsv__loop *from, int fd, int lidx, int kind, const struc
     }
 }
 
-/* Check and advance a connection's ticket from another thread. */
+/* Check and advance a connection's ticket from another thread. from 4 means
+ * any state (only the id is checked). An upgrade (from PENDING to WS) of a
+ * request that is not a valid handshake moves the ticket to IDLE instead,
+ * since the worker will answer 400/426, and returns NSV_EPARSE. */
 static int ticket_step(nsv_server *s, uint64_t id, unsigned from, unsigned to)
 {
     nsv__loop *l = s->loops[NSV__ID_LOOP(id)];
@@ -175,16 +178,19 @@ static int ticket_step(nsv_server *s, uint64_t id, unsigned from, unsigned to)
         return NSV_ESTALE;
     _Atomic uint32_t *t = &tk[slot % NSV__CHUNK];
     uint32_t cur = atomic_load_explicit(t, memory_order_acquire);
-    if (cur >> 2 != gen)
+    if (cur >> NSV__T_SHIFT != gen)
         return NSV_ESTALE;
     if (from == 4) /* any state */
         return NSV_OK;
-    uint32_t want = (gen << 2) | from;
-    if (cur != want)
+    if ((cur & NSV__T_STATE) != from)
         return NSV_ESTATE;
-    if (from != to && !atomic_compare_exchange_strong(t, &want, (gen << 2) | to))
-        return (want >> 2) != gen ? NSV_ESTALE : NSV_ESTATE;
-    return NSV_OK;
+    int bad_upgrade = to == NSV__T_WS && from == NSV__T_PENDING && !(cur & NSV__T_WSOK);
+    if (bad_upgrade)
+        to = NSV__T_IDLE;
+    if (cur != ((gen << NSV__T_SHIFT) | to) &&
+        !atomic_compare_exchange_strong(t, &cur, (gen << NSV__T_SHIFT) | to))
+        return (cur >> NSV__T_SHIFT) != gen ? NSV_ESTALE : NSV_ESTATE;
+    return bad_upgrade ? NSV_EPARSE : NSV_OK;
 }
 
 int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, const char *h, size_t hlen,
@@ -214,11 +220,13 @@ int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, cons
     case NSV__OP_WS_CLOSE: r = ticket_step(s, id, NSV__T_WS, NSV__T_WS); break;
     default: r = ticket_step(s, id, 4, 4); break;
     }
-    if (r)
+    if (r && r != NSV_EPARSE)
         return r;
+    /* NSV_EPARSE: an invalid handshake; the worker still sends the 400/426. */
     cmd c = {.op = op, .status = status, .id = id, .arg = arg, .hlen = (uint32_t)hlen,
              .blen = (uint32_t)blen};
-    return cmd_push(s->loops[NSV__ID_LOOP(id)], &c, h, b);
+    int pr = cmd_push(s->loops[NSV__ID_LOOP(id)], &c, h, b);
+    return pr ? pr : r;
 }
 
 /* Post a resolver result to a loop (any thread). */

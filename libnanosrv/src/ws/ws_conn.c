@@ -102,7 +102,9 @@ int nsv__ws_accept(nsv__loop *l, nsv__conn *c, const char *extra, size_t elen)
     if (c->state != NSV__C_PENDING)
         return NSV_ESTATE;
     if (c->ws_check != 1) {
-        nsv__error_reply(l, c, c->ws_check ? c->ws_check : 400);
+        /* answered: other threads get NSV_ESTATE for a second answer */
+        if (nsv__error_reply(l, c, c->ws_check ? c->ws_check : 400) == NSV_OK)
+            nsv__ticket(l, c, NSV__T_IDLE);
         return NSV_EPARSE;
     }
     nsv__ws *ws = nsv__calloc(&l->srv->alloc, sizeof *ws);

@@ -1,0 +1,137 @@
+/* ws_upgrade_threads.c - nsv_ws_upgrade answers the same on a single loop
+ * and on a sharded server called from a thread that is not a worker: an
+ * invalid handshake is answered with 400 or 426 and the call returns
+ * NSV_EPARSE; a valid one gets 101 and NSV_OK. */
+#include "tap.h"
+#include <nanosrv.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static nsv_event evs[64];
+static char arena[1 << 16];
+
+static int client(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Poll the server until a REQUEST event arrives (bounded). */
+static int wait_request(nsv_server *s, nsv_event *out)
+{
+    for (int tries = 0; tries < 300; tries++) {
+        int n = nsv_poll(s, evs, 64, arena, sizeof arena, 10);
+        for (int k = 0; k < n; k++)
+            if (evs[k].type == NSV_EV_REQUEST) {
+                *out = evs[k];
+                return 1;
+            }
+    }
+    return 0;
+}
+
+/* Read the response head from fd, polling the server meanwhile (a single
+ * loop sends only while it is polled). */
+static size_t read_head(nsv_server *s, int fd, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int tries = 0; tries < 300 && !strstr(buf, "\r\n\r\n"); tries++) {
+        nsv_poll(s, evs, 64, arena, sizeof arena, 5);
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 5) != 1)
+            continue;
+        ssize_t r = read(fd, buf + n, cap - n - 1);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+        buf[n] = 0;
+    }
+    return n;
+}
+
+static const char *const REQ_NO_KEY =
+    "GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    "Sec-WebSocket-Version: 13\r\n\r\n";
+static const char *const REQ_BAD_VERSION =
+    "GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 8\r\n\r\n";
+static const char *const REQ_VALID =
+    "GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+
+/* One handshake: send req, call nsv_ws_upgrade from this (the polling)
+ * thread, check the return and the status line on the wire. */
+static void one(nsv_server *s, int port, const char *kind, const char *what, const char *req,
+                int want_rc, const char *want_status, const char *want_header)
+{
+    int fd = client(port);
+    ok(fd >= 0, "%s, %s: connected", kind, what);
+    if (fd < 0)
+        return;
+    ssize_t w = write(fd, req, strlen(req));
+    (void)w;
+    nsv_event ev;
+    int got = wait_request(s, &ev);
+    ok(got && (ev.flags & NSV_EVF_UPGRADE), "%s, %s: request with NSV_EVF_UPGRADE", kind, what);
+    if (!got) {
+        close(fd);
+        return;
+    }
+    is_int(nsv_ws_upgrade(s, ev.conn, NULL, 0), want_rc, "%s, %s: nsv_ws_upgrade -> %s", kind, what,
+           nsv_errname(want_rc));
+    if (want_rc == NSV_OK) {
+        is_int(nsv_ws_send(s, ev.conn, NSV_WS_TEXT, "hi", 2), NSV_OK, "%s, %s: ws_send after it", kind, what);
+        is_int(nsv_reply(s, ev.conn, 200, NULL, 0, NULL, 0), NSV_ESTATE, "%s, %s: reply after it -> ESTATE", kind, what);
+    } else {
+        /* The request was answered (and the connection closes once that is
+         * sent, which a worker may have done already: then NSV_ESTALE). */
+        int r = nsv_reply(s, ev.conn, 200, NULL, 0, NULL, 0);
+        ok(r == NSV_ESTATE || r == NSV_ESTALE, "%s, %s: no second answer (%s)", kind, what, nsv_errname(r));
+        r = nsv_ws_upgrade(s, ev.conn, NULL, 0);
+        ok(r == NSV_ESTATE || r == NSV_ESTALE, "%s, %s: no second upgrade (%s)", kind, what, nsv_errname(r));
+        r = nsv_ws_send(s, ev.conn, NSV_WS_TEXT, "hi", 2);
+        ok(r == NSV_ESTATE || r == NSV_ESTALE, "%s, %s: no WebSocket (%s)", kind, what, nsv_errname(r));
+    }
+    char buf[4096];
+    read_head(s, fd, buf, sizeof buf);
+    ok(strncmp(buf, want_status, strlen(want_status)) == 0, "%s, %s: answered '%s'", kind, what, want_status);
+    if (want_header)
+        ok(strstr(buf, want_header) != NULL, "%s, %s: answer has '%s'", kind, what, want_header);
+    close(fd);
+}
+
+static void run(nsv_server *s, const char *kind)
+{
+    ok(s != NULL, "%s: server", kind);
+    int lid = nsv_listen(s, "http://127.0.0.1:0", 18);
+    int port = nsv_listener_port(s, lid);
+    ok(port > 0, "%s: listening", kind);
+    one(s, port, kind, "missing Sec-WebSocket-Key", REQ_NO_KEY, NSV_EPARSE, "HTTP/1.1 400", NULL);
+    one(s, port, kind, "Sec-WebSocket-Version 8", REQ_BAD_VERSION, NSV_EPARSE, "HTTP/1.1 426",
+        "Sec-WebSocket-Version: 13");
+    one(s, port, kind, "valid handshake", REQ_VALID, NSV_OK, "HTTP/1.1 101", "Sec-WebSocket-Accept: ");
+    /* the same connection ids, many times: the ticket keeps its generation */
+    for (int i = 0; i < 3; i++)
+        one(s, port, kind, "missing key again", REQ_NO_KEY, NSV_EPARSE, "HTTP/1.1 400", NULL);
+    nsv_server_free(s);
+}
+
+int main(void)
+{
+    run(nsv_server_new(), "single loop");
+    run(nsv_server_new_sharded(2), "sharded, from the host thread");
+    return done_testing();
+}

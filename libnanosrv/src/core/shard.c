@@ -463,12 +463,19 @@ int nsv_poll_worker(nsv_server *s, int worker, nsv_event *evs, int max, char *ar
     ts.tv_sec += ns / 1000000000;
     ts.tv_nsec = ns % 1000000000;
     pthread_mutex_lock(&l->qlock);
+    /* Wait for an event of this worker, nsv_wakeup or nsv_stop (both
+     * broadcast), or the timeout; like nsv_poll, a wakeup returns 0. A
+     * negative timeout waits in 1 s slices, so a stop whose broadcast was
+     * missed (nsv_wakeup only tries the lock) still ends the wait. */
     while (l->q.count == 0 && timeout_ms != 0 && !atomic_load(&s->stop)) {
+        if (timeout_ms < 0) {
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+        }
         l->qwaiters++;
-        int w = timeout_ms < 0 ? pthread_cond_wait(&l->qcond, &l->qlock)
-                               : pthread_cond_timedwait(&l->qcond, &l->qlock, &ts);
+        int w = pthread_cond_timedwait(&l->qcond, &l->qlock, &ts);
         l->qwaiters--;
-        if (w == ETIMEDOUT)
+        if (w != ETIMEDOUT || timeout_ms > 0)
             break;
     }
     int n = l->q.count ? nsv__evq_copy_out(l, evs, max, arena, cap, &aoff) : 0;

@@ -13,6 +13,7 @@
 #define NSV__MAX_LOOPS 64
 #define NSV__SCRATCH (256 * 1024) /* per-loop read buffer: a 64 KiB frame and more fit */
 #define NSV__BLOCK (16 * 1024)    /* pooled per-connection buffer size */
+#define NSV__BUF_MAX 0xFFFF0000u  /* 4 GiB - 64 KiB: largest buffer, so the largest reply */
 #define NSV__POOL_MAX 256         /* pooled blocks kept per loop */
 #define NSV__PIPELINE_OUT (64 * 1024) /* stop parsing ahead above this much output */
 #define NSV__MAX_PARAMS 32
@@ -282,6 +283,7 @@ void nsv__shard_handoff(nsv__loop *from, int fd, int lidx, int kind, const struc
 void nsv__post_resolved(nsv__loop *l, uint64_t id, int err, const struct sockaddr_storage *ss);
 
 /* buf.c */
+int64_t nsv__buf_grow_cap(uint32_t cap, uint64_t need);
 int nsv__buf_reserve(nsv__loop *l, nsv__buf *b, size_t extra);
 void nsv__buf_release(nsv__loop *l, nsv__buf *b);
 int nsv__buf_append(nsv__loop *l, nsv__buf *b, const void *p, size_t n);

@@ -20,12 +20,26 @@ static void pool_put(nsv__loop *l, char *p)
 
 #define BIG_KEEP (1024 * 1024) /* larger buffers go back to the allocator */
 
+/* Capacity for a buffer of capacity cap (0: none yet) that must hold need
+ * bytes: cap (at least one block) doubled until need fits, computed in 64
+ * bits and saturated at NSV__BUF_MAX, so a stored capacity never wraps.
+ * NSV_ETOOBIG when need is past NSV__BUF_MAX. */
+int64_t nsv__buf_grow_cap(uint32_t cap, uint64_t need)
+{
+    if (need > NSV__BUF_MAX)
+        return NSV_ETOOBIG;
+    uint64_t c = cap >= NSV__BLOCK ? cap : NSV__BLOCK;
+    while (c < need)
+        c *= 2;
+    return (int64_t)(c > NSV__BUF_MAX ? NSV__BUF_MAX : c);
+}
+
 void nsv__buf_release(nsv__loop *l, nsv__buf *b)
 {
     if (b->p) {
         if (b->cap == NSV__BLOCK)
             pool_put(l, b->p);
-        else if (b->cap <= BIG_KEEP && l->nbig < (int)NSV__ARRAY_LEN(l->big))
+        else if (b->cap > NSV__BLOCK && b->cap <= BIG_KEEP && l->nbig < (int)NSV__ARRAY_LEN(l->big))
             l->big[l->nbig++] = (nsv__buf){b->p, 0, b->cap, 0};
         else
             nsv__free(&l->srv->alloc, b->p);
@@ -49,9 +63,12 @@ int nsv__buf_reserve(nsv__loop *l, nsv__buf *b, size_t extra)
         if ((size_t)b->cap - b->len >= extra)
             return 0;
     }
-    size_t need = (size_t)b->len + extra;
-    if (need > UINT32_MAX - 64)
+    if (extra > NSV__BUF_MAX)
         return NSV_ETOOBIG;
+    uint64_t need = (uint64_t)b->len + extra;
+    int64_t grown = nsv__buf_grow_cap(b->cap, need);
+    if (grown < 0)
+        return (int)grown;
     if (!b->p && need <= NSV__BLOCK) {
         b->p = pool_get(l);
         if (!b->p)
@@ -59,9 +76,7 @@ int nsv__buf_reserve(nsv__loop *l, nsv__buf *b, size_t extra)
         b->cap = NSV__BLOCK;
         return 0;
     }
-    size_t cap = b->cap ? b->cap : NSV__BLOCK;
-    while (cap < need)
-        cap *= 2;
+    size_t cap = (size_t)grown;
     /* A kept large buffer that is big enough: swap it in, no allocation. */
     for (int i = 0; i < l->nbig; i++) {
         if (l->big[i].cap < need || l->big[i].cap <= b->cap)

@@ -25,10 +25,43 @@
  * on failure. nsv_strerror() gives a fixed message for each code;
  * nsv_last_error_detail() gives the context of the last failure on a server.
  *
- * Threads: a single-loop server belongs to the thread that polls it; only
- * nsv_stop() and nsv_wakeup() may be called from other threads (or signal
- * handlers). On a sharded server every connection call (reply, send, close,
- * ...) may be made from any thread.
+ * Threads.
+ *
+ * Single loop (nsv_server_new): the server belongs to the thread that polls
+ * it (nsv_poll, nsv_run, nsv_drain); every call is made from that thread,
+ * callbacks (nsv_set_callback) run in it, and setup calls (nsv_route,
+ * nsv_listen, nsv_set_int, nsv_set_str, nsv_set_callback) are allowed
+ * before the first poll and between polls.
+ *
+ * Sharded (nsv_server_new_sharded): worker threads run the loops. They start
+ * at the first nsv_poll, nsv_poll_worker, nsv_run, nsv_fd, nsv_drain or
+ * nsv_connect; until then one thread sets the server up, and from then on
+ * the setup calls above return NSV_ESTATE. The connection calls
+ *   nsv_reply, nsv_reply_batch, nsv_reply_start, nsv_send_chunk,
+ *   nsv_reply_end, nsv_close, nsv_conn_set_tag, nsv_ws_upgrade, nsv_ws_send,
+ *   nsv_ws_close, nsv_ws_send_many, nsv_ws_broadcast, nsv_send,
+ *   nsv_shutdown, nsv_abort, nsv_pause_read, nsv_set_water_marks, nsv_connect
+ * are safe from any thread, at once from many. Made by the worker that owns
+ * the connection (inside a callback) they act at once. From any other thread
+ * the id and the connection's state are checked at once (NSV_ESTALE,
+ * NSV_ESTATE, and NSV_EPARSE from nsv_ws_upgrade, come back synchronously)
+ * and the work is queued to the owning worker; a failure found only there
+ * (the output limit, memory) arrives as an NSV_EV_ERROR event and closes the
+ * connection. nsv_connect from a non-worker thread waits for a worker to
+ * allocate the id. nsv_conn_tag and nsv_conn_queued answer only on the
+ * owning worker (NSV_ENOTSUP elsewhere). Callbacks run on the worker
+ * threads, concurrently: the events of one connection come in order from
+ * its worker, but the same callback runs on several workers at once and must
+ * be thread-safe. nsv_poll is called by one thread at a time, nsv_poll_worker
+ * by one thread per worker; nsv_poll_need, nsv_get_int and nsv_listener_port
+ * work from any thread once the workers run, and nsv_drain from any thread.
+ *
+ * Both: nsv_stop, nsv_wakeup and nsv_drain_start are safe from any thread and
+ * from signal handlers. nsv_server_free must not run while another thread is
+ * inside any call on the same server: stop the poller (nsv_stop), join it,
+ * then free. nsv_last_error_detail is per calling thread. Functions without
+ * a server (nsv_ev_*, encoders, JSON, nsv_url_parse, nsv_strerror, ...) are
+ * safe anywhere; the log level and sink are process-wide.
  */
 #ifndef NANOSRV_H
 #define NANOSRV_H
@@ -263,10 +296,14 @@ NSV_API int nsv_tls_available(void);
 /* ---- server lifecycle ---- */
 
 /* CONSTRUCTOR: single-loop server driven by nsv_poll/nsv_run in the caller's
- * thread. NULL on allocation failure. Since 1.0. */
+ * thread, which owns it (see "Threads" at the top). NULL on allocation
+ * failure. Since 1.0. */
 NSV_API nsv_server *nsv_server_new(void);
-/* CONSTRUCTOR: server with `workers` I/O threads (0 = one per CPU); the host
- * polls events from any one thread. A worker whose queue of events not yet
+/* CONSTRUCTOR: server with `workers` I/O threads (0 = one per CPU, at most
+ * 64); the host polls events from any one thread. The threads start at the
+ * first nsv_poll, nsv_poll_worker, nsv_run, nsv_fd, nsv_drain or
+ * nsv_connect: set options, routes, listeners and the callback before (see
+ * "Threads" at the top). A worker whose queue of events not yet
  * polled passes NSV_OPT_MAX_OUTPUT/8 (at least 256 KiB) stops reading raw TCP
  * and WebSocket input until the host catches up, so a slow host bounds
  * memory. NULL on failure. Since 1.0. */
@@ -275,8 +312,16 @@ NSV_API nsv_server *nsv_server_new_sharded(int workers);
  * makes a single-loop server. Every allocation of the server goes through
  * alloc(ud, ptr, size). Since 1.0. */
 NSV_API nsv_server *nsv_server_new_ex(int workers, nsv_alloc_fn alloc, void *ud);
-/* DESTRUCTOR: stops workers, closes every socket, frees everything. NULL is
- * ignored. Ids and arena contents from this server become invalid. Since 1.0. */
+/* DESTRUCTOR: closes every socket and frees everything; NULL is ignored.
+ * It must not be called while another thread is inside any call on the same
+ * server (on a single loop a concurrent nsv_poll would use freed memory):
+ * call nsv_stop, join the threads that poll or call it, then free. On a
+ * sharded server it first stops the workers and joins them (a callback in
+ * progress finishes; none runs after this returns). Name lookups in
+ * flight (nsv_connect) get up to 10 s to end. Events not yet polled are
+ * dropped and open connections are closed without CLOSE events. Ids and
+ * arena contents from this server become invalid. A host that calls nsv_stop from a signal
+ * handler ignores that signal first. Since 1.0. */
 NSV_API void nsv_server_free(nsv_server *srv);
 /* METHOD: text describing the last error on this server (never NULL; "" if
  * none). Valid until the next call on the server from the same thread. Since 1.0. */
@@ -321,17 +366,25 @@ NSV_API int nsv_route(nsv_server *srv, const char *method, size_t mlen, const ch
 /* ---- the loop ---- */
 
 /* METHOD: run the loop (single-loop servers) or wait for worker events
- * (sharded), for at most timeout_ms (0 = do not block, -1 = forever), and
- * copy up to max_events records into events and their bytes into arena.
- * Returns the number of events (0 on timeout or wakeup), or an error.
- * Every arena offset and every string of the batch is valid until the next
- * nsv_poll on this server. If the next event does not fit into an empty
- * arena it returns NSV_ENOBUFS and nsv_poll_need() tells the size needed;
- * the event stays queued. Since 1.0. */
+ * (sharded), for at most timeout_ms, and copy up to max_events records into
+ * events and their bytes into arena. timeout_ms 0 does not block; any
+ * negative value sets no deadline: it waits until an event, nsv_wakeup or
+ * nsv_stop. Returns the number of events, or 0: on timeout, after
+ * nsv_wakeup, or early when internal work produced no event (a single loop
+ * returns after I/O that completed no event yet and after its timers, at
+ * least every 100 ms while connections are open), so call it in a loop.
+ * Once stopped (nsv_stop, a finished drain) it returns the events still
+ * queued, then NSV_ESTOPPED. Every arena offset and every string of the
+ * batch is valid until the next nsv_poll on this server. If the next event
+ * does not fit into an empty arena it returns NSV_ENOBUFS and
+ * nsv_poll_need() tells the size needed; the event stays queued. Since 1.0. */
 NSV_API int nsv_poll(nsv_server *srv, nsv_event *events, int max_events, char *arena, size_t arena_cap, int timeout_ms);
-/* METHOD: sharded servers: like nsv_poll but only the events of one worker
- * (0..workers-1), for hosts that run one interpreter per thread. On a
- * single loop only worker 0 is valid. Since 1.0. */
+/* METHOD: sharded servers: like nsv_poll (the same timeout rules: 0 does
+ * not block, any negative value waits until an event of this worker,
+ * nsv_wakeup or nsv_stop) but only the events of one worker
+ * (0..workers-1), for hosts that run one interpreter per thread; one thread
+ * per worker at a time. On a single loop only worker 0 is valid (it is
+ * nsv_poll). Since 1.0. */
 NSV_API int nsv_poll_worker(nsv_server *srv, int worker, nsv_event *events, int max_events, char *arena, size_t arena_cap, int timeout_ms);
 /* METHOD: arena bytes the next queued event needs (0 if none). Since 1.0. */
 NSV_API int64_t nsv_poll_need(nsv_server *srv);
@@ -340,31 +393,44 @@ NSV_API int64_t nsv_poll_need(nsv_server *srv);
  * until it returns 0. Sharded servers: a pipe read end (works with Node's
  * net.Socket), readable once events wait after a poll returned 0. Single
  * loop: the epoll descriptor (readable on I/O); such hosts should also poll
- * every ~100 ms so timeouts run. Owned by the server. Since 1.0. */
+ * every ~100 ms so timeouts run. Owned by the server. On a sharded server
+ * the first call starts the workers, as the first nsv_poll does. Since 1.0. */
 NSV_API int nsv_fd(nsv_server *srv);
 /* METHOD: C push mode: events are passed to fn (in the polling thread for a
  * single loop, on the worker thread for a sharded server) instead of being
  * queued. The arena pointer is valid during the call only. NULL restores
  * pull mode. Set before the first poll/run. Since 1.0. */
 NSV_API int nsv_set_callback(nsv_server *srv, nsv_event_fn fn, void *ud);
-/* METHOD: run until nsv_stop (callback mode; in pull mode events are left
- * queued). Returns 0 or an error. Since 1.0. */
+/* METHOD: run until nsv_stop or a finished drain (callback mode; in pull
+ * mode events are left queued). Single loop: runs the loop in the calling
+ * thread, which calls the callback. Sharded: starts the workers, which call
+ * the callback, and waits. Returns 0 or an error. Since 1.0. */
 NSV_API int nsv_run(nsv_server *srv);
-/* METHOD: make nsv_run return and nsv_poll stop waiting. Safe from any
- * thread and from a signal handler. Since 1.0. */
+/* METHOD: make nsv_run return and nsv_poll stop waiting; nsv_poll then
+ * returns the events still queued, then NSV_ESTOPPED. Connections stay open
+ * until nsv_server_free. Safe from any thread and from a signal handler.
+ * Since 1.0. */
 NSV_API int nsv_stop(nsv_server *srv);
-/* METHOD: make a blocked nsv_poll return 0 now. Safe from any thread and
- * from a signal handler. Since 1.0. */
+/* METHOD: make a blocked nsv_poll or nsv_poll_worker return 0 now (when
+ * none is blocked, the next nsv_poll may return 0 at once). Safe from any
+ * thread and from a signal handler. Since 1.0. */
 NSV_API int nsv_wakeup(nsv_server *srv);
-/* METHOD: graceful stop: close listeners, answer requests that arrive on
- * open connections with "Connection: close", let replies in flight go out,
- * close idle connections; returns once every connection is closed or
- * timeout_ms passed (then the rest are closed). Events keep being delivered
- * to callback hosts; pull hosts must keep polling from another thread or use
- * nsv_drain_start + nsv_poll. Since 1.0. */
+/* METHOD: graceful stop, waiting for its end: nsv_drain_start(timeout_ms),
+ * then return once every connection is closed or timeout_ms passed (then
+ * the rest are closed). Single loop: runs the loop in the calling thread,
+ * which must be the one that polls the server; callbacks keep being called,
+ * but pull-mode events stay queued and requests waiting for the host get no
+ * reply, so a pull host calls nsv_drain_start and keeps calling nsv_poll
+ * until NSV_ESTOPPED instead. Sharded: any thread; the workers keep serving
+ * and calling callbacks, and a pull host keeps polling from another thread
+ * (or uses nsv_drain_start + nsv_poll). Since 1.0. */
 NSV_API int nsv_drain(nsv_server *srv, int timeout_ms);
-/* METHOD: start a drain and return at once; nsv_poll returns NSV_ESTOPPED
- * once the drain has finished. Since 1.0. */
+/* METHOD: start a graceful stop and return at once: close listeners, answer
+ * requests that arrive on open connections with "Connection: close", let
+ * replies in flight go out, close idle connections, send WebSockets a 1001
+ * close frame; nsv_poll returns NSV_ESTOPPED once every connection is closed
+ * or timeout_ms passed (then the rest are closed). A second call does
+ * nothing. Safe from any thread and from a signal handler. Since 1.0. */
 NSV_API int nsv_drain_start(nsv_server *srv, int timeout_ms);
 
 /* ---- answering requests ---- */
@@ -374,7 +440,11 @@ NSV_API int nsv_drain_start(nsv_server *srv, int timeout_ms);
  * when absent. For HEAD requests the body is not sent. Errors: NSV_ESTALE,
  * NSV_ESTATE (no request pending, e.g. replied already), NSV_EINVAL (status
  * outside 100..999, bad header block), NSV_EAGAIN (output limit; nothing was
- * queued). Since 1.0. */
+ * queued). Output limit: only output already queued on the connection counts
+ * (NSV_EAGAIN while it is over NSV_OPT_MAX_OUTPUT, e.g. after many pipelined
+ * replies); the reply itself is not, so one reply larger than the cap is
+ * accepted and copied whole. Stream large bodies with nsv_reply_start and
+ * nsv_send_chunk, paced by TCP_WRITABLE events. Since 1.0. */
 NSV_API int nsv_reply(nsv_server *srv, uint64_t conn, int status, const char *headers, size_t hlen, const char *body, size_t blen);
 /* METHOD: many replies in one call. buf holds records, each: uint64 conn,
  * int32 status, uint32 hlen, uint32 blen, uint32 reserved (24 bytes, native
@@ -411,9 +481,13 @@ NSV_API int64_t nsv_conn_queued(nsv_server *srv, uint64_t conn);
 /* METHOD: accept a WebSocket upgrade for a pending request (its event has
  * NSV_EVF_UPGRADE). headers: extra response lines, e.g. the chosen
  * "Sec-WebSocket-Protocol: chat\r\n" (read the offer from the request).
- * An invalid handshake is answered with 400, or 426 and
- * Sec-WebSocket-Version: 13, and returns NSV_EPARSE (on sharded servers the
- * answer is sent and NSV_OK returned). After it the connection produces
+ * A request that is not a valid handshake (decided when it was parsed) is
+ * answered with 400, or 426 and Sec-WebSocket-Version: 13, and the call
+ * returns NSV_EPARSE, on a single loop and from any thread of a sharded
+ * server alike; the request then counts as answered (another reply gets
+ * NSV_ESTATE, or NSV_ESTALE once the connection closed) and the connection
+ * closes. NSV_EINVAL for a bad header block
+ * (nothing sent, the request still pending). After it the connection produces
  * WS_MESSAGE / WS_CLOSE events (no WS_OPEN: the host made the call). Routes
  * registered with NSV_ROUTE_WEBSOCKET upgrade without this call and start
  * with a WS_OPEN event. Since 1.0. */
@@ -431,8 +505,12 @@ NSV_API int nsv_ws_send(nsv_server *srv, uint64_t conn, int opcode, const char *
 NSV_API int nsv_ws_close(nsv_server *srv, uint64_t conn, int code, const char *reason, size_t len);
 /* METHOD: send one message to every open WebSocket of a route (route -1:
  * all), in one call. Returns the number of connections it was queued for
- * (sharded servers: those of the calling worker; others are queued
- * asynchronously). Since 1.0. */
+ * (those over the output limit or closing are skipped). Sharded servers: a
+ * copy goes to every worker, and the return counts only the connections of
+ * the worker running the call, i.e. 0 when called from a thread that is not
+ * a worker (the usual pull host) and that worker's share from inside a
+ * callback; the other workers send theirs asynchronously and their counts
+ * and failures are not reported. Since 1.0. */
 NSV_API int nsv_ws_broadcast(nsv_server *srv, int32_t route, int opcode, const char *data, size_t len);
 /* METHOD: send one message to n connections; returns how many accepted it. Since 1.0. */
 NSV_API int nsv_ws_send_many(nsv_server *srv, const uint64_t *conns, size_t n, int opcode, const char *data, size_t len);

@@ -60,54 +60,128 @@ int nsv__conn_op(nsv_server *s, nsv__loop *l, uint32_t op, uint64_t id, int stat
     return NSV_EINVAL;
 }
 
-static int conn_call(nsv_server *s, uint32_t op, uint64_t id, int status, const char *h, size_t hlen,
-                     const char *b, size_t blen, uint64_t arg)
+/* What a connection must be for op, said when it is not. */
+static const char *state_rule(uint32_t op)
+{
+    switch (op) {
+    case NSV__OP_REPLY:
+    case NSV__OP_START:
+    case NSV__OP_WS_UPGRADE:
+        return "has no request waiting for an answer (answered already, upgraded, or not HTTP)";
+    case NSV__OP_CHUNK:
+    case NSV__OP_END:
+        return "has no streamed reply in progress (nsv_reply_start begins one)";
+    case NSV__OP_WS_SEND:
+    case NSV__OP_WS_CLOSE:
+        return "is not an open WebSocket (not upgraded, or its close handshake began)";
+    case NSV__OP_TCP_SEND:
+    case NSV__OP_TCP_SHUTDOWN:
+    case NSV__OP_TCP_PAUSE:
+    case NSV__OP_TCP_WATER:
+        return "is not a raw TCP connection (tcp:// listener or nsv_connect), or its write side is shut";
+    }
+    return "is not in a state that allows this call";
+}
+
+/* The name of the byte argument of op. */
+static const char *data_name(uint32_t op)
+{
+    return op == NSV__OP_REPLY ? "body" : op == NSV__OP_WS_CLOSE ? "reason" : "data";
+}
+
+/* The generic detail of a failed connection call, written only when
+ * nothing during the call (reply checks, WebSocket rules, ...) said more. */
+static int conn_fail(nsv_server *s, uint64_t mark, const char *fn, uint32_t op, uint64_t id, int r)
+{
+    unsigned long long cid = (unsigned long long)id;
+    switch (r) {
+    case NSV_ESTALE:
+        return nsv__set_detail_since(s, mark, r, "%s: connection 0x%llx is not open (closed, or never existed)",
+                                     fn, cid);
+    case NSV_ESTATE:
+        return nsv__set_detail_since(s, mark, r, "%s: connection 0x%llx %s", fn, cid, state_rule(op));
+    case NSV_EAGAIN:
+        return nsv__set_detail_since(s, mark, r, "%s: connection 0x%llx would pass max_output (%lld bytes "
+                                     "queued at most); nothing was queued, retry once it drains",
+                                     fn, cid, (long long)s->max_output);
+    case NSV_ENOMEM:
+        return nsv__set_detail_since(s, mark, r, "%s: connection 0x%llx: no memory for the output", fn, cid);
+    }
+    return nsv__set_detail_since(s, mark, r, "%s: connection 0x%llx refused the call (%s)", fn, cid,
+                                 nsv_errname(r));
+}
+
+static int conn_call(nsv_server *s, const char *fn, uint32_t op, uint64_t id, int status, const char *h,
+                     size_t hlen, const char *b, size_t blen, uint64_t arg)
 {
     if (!s)
-        return NSV_EINVAL;
+        return nsv__set_detail(NULL, NSV_EINVAL, "%s: srv is NULL", fn);
     if (NSV__ID_LOOP(id) >= (uint32_t)s->nloops || NSV__ID_GEN(id) == 0)
-        return NSV_ESTALE;
-    if ((hlen && !h) || (blen && !b))
-        return NSV_EINVAL;
+        return nsv__set_detail(s, NSV_ESTALE, "%s: 0x%llx is not a connection id of this server "
+                               "(generation %u, worker %u of %d)", fn, (unsigned long long)id,
+                               NSV__ID_GEN(id), NSV__ID_LOOP(id), s->nloops);
+    if (hlen && !h)
+        return nsv__set_detail(s, NSV_EINVAL, "%s: headers is NULL with hlen %zu", fn, hlen);
+    if (blen && !b)
+        return nsv__set_detail(s, NSV_EINVAL, "%s: %s is NULL with length %zu", fn, data_name(op), blen);
+    uint64_t mark = nsv__call_enter(s, fn);
     nsv__loop *l = direct_loop(s, id);
     int r = l ? nsv__conn_op(s, l, op, id, status, h, hlen, b, blen, arg)
               : nsv__shard_forward(s, op, id, status, h, hlen, b, blen, arg);
-    return r < 0 ? nsv__fail(r) : r;
+    nsv__call_leave();
+    return r < 0 ? conn_fail(s, mark, fn, op, id, r) : r;
 }
 
 int nsv_reply(nsv_server *s, uint64_t id, int status, const char *h, size_t hlen, const char *b, size_t blen)
 {
-    return conn_call(s, NSV__OP_REPLY, id, status, h, hlen, b, blen, 0);
+    return conn_call(s, "nsv_reply", NSV__OP_REPLY, id, status, h, hlen, b, blen, 0);
 }
 
 int nsv_reply_start(nsv_server *s, uint64_t id, int status, const char *h, size_t hlen)
 {
-    return conn_call(s, NSV__OP_START, id, status, h, hlen, NULL, 0, 0);
+    return conn_call(s, "nsv_reply_start", NSV__OP_START, id, status, h, hlen, NULL, 0, 0);
 }
 
 int nsv_send_chunk(nsv_server *s, uint64_t id, const char *data, size_t len)
 {
-    return conn_call(s, NSV__OP_CHUNK, id, 0, NULL, 0, data, len, 0);
+    return conn_call(s, "nsv_send_chunk", NSV__OP_CHUNK, id, 0, NULL, 0, data, len, 0);
 }
 
-int nsv_reply_end(nsv_server *s, uint64_t id) { return conn_call(s, NSV__OP_END, id, 0, NULL, 0, NULL, 0, 0); }
-int nsv_close(nsv_server *s, uint64_t id) { return conn_call(s, NSV__OP_CLOSE, id, 0, NULL, 0, NULL, 0, 0); }
+int nsv_reply_end(nsv_server *s, uint64_t id) { return conn_call(s, "nsv_reply_end", NSV__OP_END, id, 0, NULL, 0, NULL, 0, 0); }
+int nsv_close(nsv_server *s, uint64_t id) { return conn_call(s, "nsv_close", NSV__OP_CLOSE, id, 0, NULL, 0, NULL, 0, 0); }
 
 int nsv_conn_set_tag(nsv_server *s, uint64_t id, uint64_t tag)
 {
-    return conn_call(s, NSV__OP_TAG, id, 0, NULL, 0, NULL, 0, tag);
+    return conn_call(s, "nsv_conn_set_tag", NSV__OP_TAG, id, 0, NULL, 0, NULL, 0, tag);
+}
+
+/* The connection for a reader that only the owning thread may run. */
+static nsv__conn *read_conn(nsv_server *s, uint64_t id, const char *fn, const char *instead, int *err)
+{
+    nsv__loop *l = direct_loop(s, id);
+    nsv__conn *c = l ? nsv__conn_get(l, id) : NULL;
+    if (c)
+        return c;
+    if (!l && s->sharded && NSV__ID_LOOP(id) < (uint32_t)s->nloops)
+        *err = nsv__set_detail(s, NSV_ENOTSUP, "%s: connection 0x%llx belongs to worker %u and this "
+                               "thread is not that worker; %s", fn, (unsigned long long)id,
+                               NSV__ID_LOOP(id), instead);
+    else
+        *err = nsv__set_detail(s, NSV_ESTALE, "%s: connection 0x%llx is not open (closed, or never "
+                               "existed)", fn, (unsigned long long)id);
+    return NULL;
 }
 
 int nsv_conn_tag(nsv_server *s, uint64_t id, uint64_t *tag)
 {
-    if (!s || !tag)
-        return NSV_EINVAL;
-    nsv__loop *l = direct_loop(s, id);
-    if (!l)
-        return s->sharded ? NSV_ENOTSUP : NSV_ESTALE;
-    nsv__conn *c = nsv__conn_get(l, id);
+    if (!s)
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_conn_tag: srv is NULL");
+    if (!tag)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_conn_tag: tag (the output pointer) is NULL");
+    int err = NSV_OK;
+    nsv__conn *c = read_conn(s, id, "nsv_conn_tag", "events carry the tag in nsv_event.tag", &err);
     if (!c)
-        return NSV_ESTALE;
+        return err;
     *tag = c->tag;
     return NSV_OK;
 }
@@ -115,40 +189,45 @@ int nsv_conn_tag(nsv_server *s, uint64_t id, uint64_t *tag)
 int64_t nsv_conn_queued(nsv_server *s, uint64_t id)
 {
     if (!s)
-        return NSV_EINVAL;
-    nsv__loop *l = direct_loop(s, id);
-    if (!l)
-        return s->sharded ? NSV_ENOTSUP : NSV_ESTALE;
-    nsv__conn *c = nsv__conn_get(l, id);
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_conn_queued: srv is NULL");
+    int err = NSV_OK;
+    nsv__conn *c = read_conn(s, id, "nsv_conn_queued", "pace output by TCP_WRITABLE events there", &err);
     if (!c)
-        return NSV_ESTALE;
+        return err;
     return (int64_t)(c->out.len - c->out.off);
 }
 
 int nsv_ws_upgrade(nsv_server *s, uint64_t id, const char *headers, size_t hlen)
 {
-    if (hlen) {
+    if (s && hlen) {
         unsigned dummy;
-        if (!headers || nsv__scan_headers(headers, hlen, &dummy) != 0)
-            return NSV_EINVAL;
+        if (!headers)
+            return nsv__set_detail(s, NSV_EINVAL, "nsv_ws_upgrade: headers is NULL with hlen %zu", hlen);
+        if (nsv__scan_headers(headers, hlen, &dummy) != 0)
+            return nsv__set_detail(s, NSV_EINVAL, "nsv_ws_upgrade: headers must be \"Name: value\\r\\n\" "
+                                   "lines without bare CR or LF (%zu bytes given)", hlen);
     }
-    return conn_call(s, NSV__OP_WS_UPGRADE, id, 0, headers, hlen, NULL, 0, 0);
+    return conn_call(s, "nsv_ws_upgrade", NSV__OP_WS_UPGRADE, id, 0, headers, hlen, NULL, 0, 0);
 }
 
 int nsv_ws_send(nsv_server *s, uint64_t id, int opcode, const char *data, size_t len)
 {
-    return conn_call(s, NSV__OP_WS_SEND, id, 0, NULL, 0, data, len, (uint64_t)opcode);
+    return conn_call(s, "nsv_ws_send", NSV__OP_WS_SEND, id, 0, NULL, 0, data, len, (uint64_t)opcode);
 }
 
 int nsv_ws_close(nsv_server *s, uint64_t id, int code, const char *reason, size_t len)
 {
-    return conn_call(s, NSV__OP_WS_CLOSE, id, code, NULL, 0, reason, len, 0);
+    return conn_call(s, "nsv_ws_close", NSV__OP_WS_CLOSE, id, code, NULL, 0, reason, len, 0);
 }
 
 int nsv_ws_send_many(nsv_server *s, const uint64_t *ids, size_t n, int opcode, const char *data, size_t len)
 {
-    if (!s || (n && !ids) || (len && !data))
-        return NSV_EINVAL;
+    if (!s)
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_ws_send_many: srv is NULL");
+    if (n && !ids)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_ws_send_many: conns is NULL with n %zu", n);
+    if (len && !data)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_ws_send_many: data is NULL with len %zu", len);
     int sent = 0;
     for (size_t i = 0; i < n; i++)
         sent += nsv_ws_send(s, ids[i], opcode, data, len) == NSV_OK;
@@ -157,10 +236,13 @@ int nsv_ws_send_many(nsv_server *s, const uint64_t *ids, size_t n, int opcode, c
 
 int nsv_ws_broadcast(nsv_server *s, int32_t route, int opcode, const char *data, size_t len)
 {
-    if (!s || (len && !data))
-        return NSV_EINVAL;
+    if (!s)
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_ws_broadcast: srv is NULL");
+    if (len && !data)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_ws_broadcast: data is NULL with len %zu", len);
     if (opcode != NSV_WS_TEXT && opcode != NSV_WS_BINARY && opcode != NSV_WS_PING)
-        return NSV_EINVAL;
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_ws_broadcast: opcode %d is not TEXT(1), BINARY(2) or "
+                               "PING(9)", opcode);
     if (!s->sharded)
         return nsv__ws_broadcast_loop(s->loops[0], route, opcode, data, len);
     return nsv__shard_broadcast(s, route, opcode, data, len);
@@ -168,30 +250,35 @@ int nsv_ws_broadcast(nsv_server *s, int32_t route, int opcode, const char *data,
 
 int nsv_send(nsv_server *s, uint64_t id, const char *data, size_t len)
 {
-    return conn_call(s, NSV__OP_TCP_SEND, id, 0, NULL, 0, data, len, 0);
+    return conn_call(s, "nsv_send", NSV__OP_TCP_SEND, id, 0, NULL, 0, data, len, 0);
 }
 
-int nsv_shutdown(nsv_server *s, uint64_t id) { return conn_call(s, NSV__OP_TCP_SHUTDOWN, id, 0, NULL, 0, NULL, 0, 0); }
-int nsv_abort(nsv_server *s, uint64_t id) { return conn_call(s, NSV__OP_TCP_ABORT, id, 0, NULL, 0, NULL, 0, 0); }
+int nsv_shutdown(nsv_server *s, uint64_t id) { return conn_call(s, "nsv_shutdown", NSV__OP_TCP_SHUTDOWN, id, 0, NULL, 0, NULL, 0, 0); }
+int nsv_abort(nsv_server *s, uint64_t id) { return conn_call(s, "nsv_abort", NSV__OP_TCP_ABORT, id, 0, NULL, 0, NULL, 0, 0); }
 
 int nsv_pause_read(nsv_server *s, uint64_t id, int paused)
 {
-    return conn_call(s, NSV__OP_TCP_PAUSE, id, 0, NULL, 0, NULL, 0, paused ? 1 : 0);
+    return conn_call(s, "nsv_pause_read", NSV__OP_TCP_PAUSE, id, 0, NULL, 0, NULL, 0, paused ? 1 : 0);
 }
 
 int nsv_set_water_marks(nsv_server *s, uint64_t id, int64_t high, int64_t low)
 {
     if (high <= 0 || low < 0 || low > high || high > UINT32_MAX)
-        return NSV_ERANGE;
-    return conn_call(s, NSV__OP_TCP_WATER, id, 0, NULL, 0, NULL, 0, ((uint64_t)high << 32) | (uint64_t)low);
+        return nsv__set_detail(s, NSV_ERANGE, "nsv_set_water_marks: high %lld, low %lld; need "
+                               "0 <= low <= high and 1 <= high <= 4294967295", (long long)high,
+                               (long long)low);
+    return conn_call(s, "nsv_set_water_marks", NSV__OP_TCP_WATER, id, 0, NULL, 0, NULL, 0, ((uint64_t)high << 32) | (uint64_t)low);
 }
 
 int64_t nsv_connect(nsv_server *s, const char *url, size_t len)
 {
-    if (!s || !url)
-        return NSV_EINVAL;
+    if (!s)
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_connect: srv is NULL");
+    if (!url)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_connect: url is NULL");
     if (atomic_load(&s->stop) || atomic_load(&s->draining))
-        return NSV_ESTOPPED;
+        return nsv__set_detail(s, NSV_ESTOPPED, "nsv_connect: the server is %s; no new connections",
+                               atomic_load(&s->draining) ? "draining" : "stopped");
     if (!s->sharded)
         return nsv__tcp_connect_here(s->loops[0], url, len);
     nsv__loop *self = nsv__shard_current(s);
@@ -202,8 +289,10 @@ int64_t nsv_connect(nsv_server *s, const char *url, size_t len)
 
 int nsv_reply_batch(nsv_server *s, const char *buf, size_t len)
 {
-    if (!s || (len && !buf))
-        return NSV_EINVAL;
+    if (!s)
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_reply_batch: srv is NULL");
+    if (len && !buf)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_reply_batch: buf is NULL with len %zu", len);
     size_t pos = 0;
     int ok = 0;
     while (len - pos >= 24) {
@@ -216,7 +305,9 @@ int nsv_reply_batch(nsv_server *s, const char *buf, size_t len)
         memcpy(&blen, buf + pos + 16, 4);
         pos += 24;
         if ((uint64_t)hlen + blen > len - pos)
-            return ok ? ok : NSV_EINVAL;
+            return ok ? ok : nsv__set_detail(s, NSV_EINVAL, "nsv_reply_batch: record at byte %zu "
+                                             "announces %u header and %u body bytes; only %zu follow",
+                                             pos - 24, hlen, blen, len - pos);
         if (nsv_reply(s, id, status, buf + pos, hlen, buf + pos + hlen, blen) == NSV_OK)
             ok++;
         pos += ((size_t)hlen + blen + 7) & ~(size_t)7;

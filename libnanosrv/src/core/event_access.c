@@ -2,6 +2,13 @@
 #include "../internal.h"
 #include <string.h>
 
+/* A NULL argument; NSV_ENOTFOUND (an answer, not a refusal) sets no detail:
+ * these readers run per request. */
+static int null_arg(const char *fn, const nsv_event *ev, const char *arena)
+{
+    return nsv__set_detail(NULL, NSV_EINVAL, "%s: %s is NULL", fn, !ev ? "ev" : !arena ? "arena" : "name");
+}
+
 /* Walk the normalized header block: "Name: value\r\n" lines. */
 static int next_header(const char *p, uint32_t end, uint32_t *pos, uint32_t *no, uint32_t *nl,
                        uint32_t *vo, uint32_t *vl)
@@ -30,7 +37,7 @@ int64_t nsv_ev_header(const nsv_event *ev, const char *arena, const char *name, 
                       uint32_t *vlen)
 {
     if (!ev || !arena || !name)
-        return NSV_EINVAL;
+        return null_arg("nsv_ev_header", ev, arena);
     uint32_t pos = ev->headers_off, end = ev->headers_off + ev->headers_len;
     uint32_t no, nl, vo, vl;
     while (next_header(arena, end, &pos, &no, &nl, &vo, &vl)) {
@@ -47,7 +54,7 @@ int nsv_ev_header_at(const nsv_event *ev, const char *arena, uint32_t idx, uint3
                      uint32_t *name_len, uint32_t *val_off, uint32_t *val_len)
 {
     if (!ev || !arena)
-        return NSV_EINVAL;
+        return null_arg("nsv_ev_header_at", ev, arena);
     uint32_t pos = ev->headers_off, end = ev->headers_off + ev->headers_len;
     uint32_t no, nl, vo, vl;
     for (uint32_t i = 0; next_header(arena, end, &pos, &no, &nl, &vo, &vl); i++) {
@@ -87,7 +94,7 @@ static int next_param(const char *p, uint32_t end, uint32_t *pos, uint32_t *no, 
 int64_t nsv_ev_param(const nsv_event *ev, const char *arena, uint32_t idx, uint32_t *vlen)
 {
     if (!ev || !arena)
-        return NSV_EINVAL;
+        return null_arg("nsv_ev_param", ev, arena);
     uint32_t pos = ev->params_off, end = ev->params_off + ev->params_len;
     uint32_t no, nl, vo, vl;
     for (uint32_t i = 0; next_param(arena, end, &pos, &no, &nl, &vo, &vl); i++)
@@ -103,7 +110,7 @@ int64_t nsv_ev_param_by_name(const nsv_event *ev, const char *arena, const char 
                              uint32_t *vlen)
 {
     if (!ev || !arena || !name)
-        return NSV_EINVAL;
+        return null_arg("nsv_ev_param_by_name", ev, arena);
     uint32_t pos = ev->params_off, end = ev->params_off + ev->params_len;
     uint32_t no, nl, vo, vl;
     while (next_param(arena, end, &pos, &no, &nl, &vo, &vl))

@@ -12,28 +12,6 @@
 #include <unistd.h>
 
 
-/* Error details are per thread: sharded servers are called from many. */
-static _Thread_local char detail[256];
-
-int nsv__set_detail(nsv_server *s, int err, const char *fmt, ...)
-{
-    (void)s;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(detail, sizeof detail, fmt, ap);
-    va_end(ap);
-    nsv__log(NSV_LOG_DEBUG, "%s: %s", nsv_errname(err), detail);
-    return err;
-}
-
-/* A failure without context of its own must not show an older detail. */
-int nsv__fail(int err)
-{
-    if (err < 0)
-        snprintf(detail, sizeof detail, "%s", nsv_strerror(err));
-    return err;
-}
-
 /* Close every socket of listener i (removing them from the loops first). */
 static void close_listener(nsv_server *s, int i)
 {
@@ -56,9 +34,12 @@ nsv_server *nsv_server_new_ex(int workers, nsv_alloc_fn fn, void *ud)
 {
     nsv__alloc a = {fn ? fn : nsv__default_alloc.fn, fn ? ud : NULL};
     nsv_server *s = nsv__calloc(&a, sizeof *s);
-    if (!s)
+    if (!s) {
+        nsv__set_detail(NULL, NSV_ENOMEM, "nsv_server_new_ex: no memory for the server (%zu bytes)", sizeof *s);
         return NULL;
+    }
     s->alloc = a;
+    s->detail_serial = nsv__detail_serial();
     nsv__options_defaults(s);
     for (int i = 0; i < NSV__MAX_LISTENERS; i++) {
         s->listeners[i].fd = -1;
@@ -74,6 +55,8 @@ nsv_server *nsv_server_new_ex(int workers, nsv_alloc_fn fn, void *ud)
     }
     s->loops[0] = nsv__loop_new(s, 0);
     if (!s->loops[0]) {
+        nsv__set_detail(NULL, NSV_ENOMEM, "nsv_server_new_ex: cannot create the event loop "
+                        "(memory, epoll or eventfd)");
         nsv__free(&a, s);
         return NULL;
     }
@@ -102,12 +85,6 @@ void nsv_server_free(nsv_server *s)
     nsv__tls_server_free(s);
     nsv__alloc a = s->alloc;
     nsv__free(&a, s);
-}
-
-const char *nsv_last_error_detail(nsv_server *s)
-{
-    (void)s;
-    return detail;
 }
 
 static int open_listener(nsv_server *s, const char *host, size_t hlen, int port, int reuseport,
@@ -254,8 +231,8 @@ int nsv_set_callback(nsv_server *s, nsv_event_fn fn, void *ud)
 
 int nsv_stop(nsv_server *s)
 {
-    if (!s)
-        return NSV_EINVAL;
+    if (!s) /* signal handlers call this: no printf */
+        return nsv__set_detail_text(NULL, NSV_EINVAL, "nsv_stop: srv is NULL");
     atomic_store(&s->stop, 1);
     return nsv_wakeup(s);
 }
@@ -263,7 +240,7 @@ int nsv_stop(nsv_server *s)
 int nsv_wakeup(nsv_server *s)
 {
     if (!s)
-        return NSV_EINVAL;
+        return nsv__set_detail_text(NULL, NSV_EINVAL, "nsv_wakeup: srv is NULL");
     uint64_t one = 1;
     /* write(2) is async-signal-safe; eventfds never block on write here. */
     for (int i = 0; i < s->nloops; i++) {
@@ -317,7 +294,7 @@ void nsv__drain_check(nsv__loop *l)
 int nsv_drain_start(nsv_server *s, int timeout_ms)
 {
     if (!s)
-        return NSV_EINVAL;
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_drain: srv is NULL");
     if (atomic_exchange(&s->draining, 1))
         return NSV_OK;
     s->drain_total = timeout_ms < 0 ? 0 : timeout_ms;
@@ -346,34 +323,49 @@ static int loop_step(nsv_server *s, nsv__loop *l, int timeout_ms)
 
 int nsv_poll(nsv_server *s, nsv_event *evs, int max, char *arena, size_t cap, int timeout_ms)
 {
-    if (!s || (max > 0 && (!evs || !arena)) || max < 0)
-        return NSV_EINVAL;
+    if (!s)
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_poll: srv is NULL");
+    if (max < 0)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_poll: max_events is %d; must be >= 0", max);
+    if (max > 0 && !evs)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_poll: events is NULL with max_events %d", max);
+    if (max > 0 && !arena)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_poll: arena is NULL with max_events %d", max);
     if (s->sharded) {
-        return nsv__shard_poll(s, evs, max, arena, cap, timeout_ms);
+        uint64_t mark = nsv__detail_mark();
+        int n = nsv__shard_poll(s, evs, max, arena, cap, timeout_ms);
+        if (n == NSV_ENOBUFS)
+            nsv__set_detail(s, n, "nsv_poll: the next event needs %lld arena bytes; arena_cap is %zu",
+                            (long long)nsv__shard_need(s), cap);
+        else if (n == NSV_ESTOPPED)
+            nsv__set_detail_since(s, mark, n, "nsv_poll: the server is stopped (nsv_stop or a finished drain)");
+        return n;
     }
     nsv__loop *l = s->loops[0];
     if (l->q.count == 0) {
         if (atomic_load(&s->stop)) {
             nsv__loop_flush_dirty(l); /* replies made before the stop still go out */
-            return NSV_ESTOPPED;
+            return nsv__set_detail(s, NSV_ESTOPPED, "nsv_poll: the server is stopped (nsv_stop or a "
+                                   "finished drain)");
         }
         int r = loop_step(s, l, timeout_ms);
         if (r < 0)
-            return nsv__set_detail(s, r, "epoll_wait: %s", strerror(errno));
+            return nsv__set_detail(s, r, "nsv_poll: epoll_wait: %s", strerror(errno));
     } else {
         loop_step(s, l, 0);
     }
     size_t aoff = 0;
     int n = nsv__evq_copy_out(l, evs, max, arena, cap, &aoff);
     if (n == NSV_ENOBUFS)
-        nsv__set_detail(s, n, "next event needs %lld arena bytes", (long long)nsv__evq_need(l));
+        nsv__set_detail(s, n, "nsv_poll: the next event needs %lld arena bytes; arena_cap is %zu",
+                        (long long)nsv__evq_need(l), cap);
     return n;
 }
 
 int64_t nsv_poll_need(nsv_server *s)
 {
     if (!s)
-        return NSV_EINVAL;
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_poll_need: srv is NULL");
     if (s->sharded) {
         return nsv__shard_need(s);
     }
@@ -383,7 +375,7 @@ int64_t nsv_poll_need(nsv_server *s)
 int nsv_fd(nsv_server *s)
 {
     if (!s)
-        return NSV_EINVAL;
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_fd: srv is NULL");
     if (s->sharded) {
         return nsv__shard_fd(s);
     }
@@ -393,7 +385,7 @@ int nsv_fd(nsv_server *s)
 int nsv_run(nsv_server *s)
 {
     if (!s)
-        return NSV_EINVAL;
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_run: srv is NULL");
     if (s->sharded) {
         return nsv__shard_run(s);
     }
@@ -401,7 +393,7 @@ int nsv_run(nsv_server *s)
     while (!atomic_load(&s->stop)) {
         int r = loop_step(s, l, 1000);
         if (r < 0)
-            return nsv__set_detail(s, r, "epoll_wait: %s", strerror(errno));
+            return nsv__set_detail(s, r, "nsv_run: epoll_wait: %s", strerror(errno));
     }
     return NSV_OK;
 }

@@ -183,6 +183,7 @@ static inline void nsv__ticket(nsv__loop *l, const nsv__conn *c, unsigned st)
 
 struct nsv_server {
     nsv__alloc alloc;
+    uint64_t detail_serial; /* tells this server's error details apart (detail.c) */
     /* options */
     int64_t max_header_bytes, max_headers, max_uri, max_body;
     int64_t request_timeout_ms, idle_timeout_ms, max_conns, max_output;
@@ -226,9 +227,15 @@ static inline int nsv__out_over(const nsv__loop *l, const nsv__conn *c, int div)
     return (int64_t)(c->out.len - c->out.off) > l->srv->max_output / div;
 }
 
-/* server.c */
-int nsv__fail(int err);
-int nsv__set_detail(nsv_server *s, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* detail.c (nsv__set_detail and nsv__fail are declared in internal.h) */
+uint64_t nsv__detail_serial(void);
+uint64_t nsv__detail_mark(void);
+int nsv__set_detail_text(nsv_server *s, int err, const char *text);
+int nsv__detail_since(nsv_server *s, uint64_t mark);
+int nsv__set_detail_since(nsv_server *s, uint64_t mark, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+uint64_t nsv__call_enter(nsv_server *s, const char *fn);
+void nsv__call_leave(void);
 
 /* loop.c */
 nsv__loop *nsv__loop_new(nsv_server *s, int idx);

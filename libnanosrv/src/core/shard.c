@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <time.h>
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@ struct connect_req {
     size_t len;
     int64_t result;
     int done;
+    char detail[256]; /* the worker's detail of a failure, for the calling thread */
     pthread_mutex_t m;
     pthread_cond_t cv;
 };
@@ -28,6 +30,8 @@ struct connect_req {
 static void connect_here(nsv__loop *l, struct connect_req *r)
 {
     int64_t id = nsv__tcp_connect_here(l, r->url, r->len);
+    if (id < 0)
+        snprintf(r->detail, sizeof r->detail, "%s", nsv_last_error_detail(l->srv));
     pthread_mutex_lock(&r->m);
     r->result = id;
     r->done = 1;
@@ -201,7 +205,8 @@ int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, cons
     if (op == NSV__OP_TCP_SEND && blen == 0)
         return ticket_step(s, id, 4, 4); /* empty send: only validate the id */
     if (hlen > UINT32_MAX || blen > UINT32_MAX)
-        return NSV_ETOOBIG;
+        return nsv__set_detail(s, NSV_ETOOBIG, "%zu bytes passed to a worker; one call carries at most "
+                               "4294967295", hlen > blen ? hlen : blen);
     int r;
     if (op == NSV__OP_REPLY || op == NSV__OP_START) {
         /* Everything the worker would reject is checked here: once the
@@ -267,6 +272,10 @@ int64_t nsv__shard_connect(nsv_server *s, const char *url, size_t len)
         r = req.done ? (int)0 : NSV_ESTOPPED;
     }
     int64_t result = r ? r : req.result;
+    if (r == NSV_ESTOPPED)
+        nsv__set_detail(s, r, "nsv_connect: the server stopped before a worker took the call");
+    else if (!r && result < 0)
+        nsv__set_detail(s, (int)result, "%s", req.detail);
     pthread_mutex_destroy(&req.m);
     pthread_cond_destroy(&req.cv);
     return result;
@@ -276,7 +285,8 @@ int64_t nsv__shard_connect(nsv_server *s, const char *url, size_t len)
 int nsv__shard_broadcast(nsv_server *s, int32_t route, int opcode, const char *data, size_t len)
 {
     if (len > UINT32_MAX)
-        return NSV_ETOOBIG;
+        return nsv__set_detail(s, NSV_ETOOBIG, "nsv_ws_broadcast: %zu bytes; a sharded broadcast carries "
+                               "at most 4294967295", len);
     nsv__loop *self = nsv__shard_current(s);
     int n = 0;
     for (int i = 0; i < s->nloops; i++) {
@@ -326,11 +336,12 @@ int nsv__shard_start(nsv_server *s, int workers)
     s->notify[0] = s->notify[1] = -1;
     pthread_mutex_init(&s->start_lock, NULL);
     if (pipe2(s->notify, O_NONBLOCK | O_CLOEXEC) != 0)
-        return NSV_ESYS;
+        return nsv__set_detail(NULL, NSV_ESYS, "nsv_server_new_sharded: pipe2: %s", strerror(errno));
     for (int i = 0; i < workers; i++) {
         nsv__loop *l = nsv__loop_new(s, i);
         if (!l)
-            return NSV_ENOMEM;
+            return nsv__set_detail(NULL, NSV_ENOMEM, "nsv_server_new_sharded: cannot create worker %d of %d",
+                                   i, workers);
         s->loops[i] = l;
         s->nloops = i + 1;
     }
@@ -446,12 +457,22 @@ int nsv__shard_poll(nsv_server *s, nsv_event *evs, int max, char *arena, size_t 
 int nsv_poll_worker(nsv_server *s, int worker, nsv_event *evs, int max, char *arena, size_t cap,
                     int timeout_ms)
 {
-    if (!s || max < 0 || (max > 0 && (!evs || !arena)))
-        return NSV_EINVAL;
+    if (!s)
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_poll_worker: srv is NULL");
+    if (max < 0)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_poll_worker: max_events is %d; must be >= 0", max);
+    if (max > 0 && !evs)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_poll_worker: events is NULL with max_events %d", max);
+    if (max > 0 && !arena)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_poll_worker: arena is NULL with max_events %d", max);
+    if (!s->sharded && worker != 0)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_poll_worker: worker %d on a single-loop server; only "
+                               "worker 0 exists", worker);
     if (!s->sharded)
-        return worker == 0 ? nsv_poll(s, evs, max, arena, cap, timeout_ms) : NSV_EINVAL;
+        return nsv_poll(s, evs, max, arena, cap, timeout_ms);
     if (worker < 0 || worker >= s->nloops)
-        return NSV_EINVAL;
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_poll_worker: worker %d is outside 0..%d", worker,
+                               s->nloops - 1);
     int r = ensure_started(s);
     if (r)
         return r;
@@ -479,9 +500,14 @@ int nsv_poll_worker(nsv_server *s, int worker, nsv_event *evs, int max, char *ar
             break;
     }
     int n = l->q.count ? nsv__evq_copy_out(l, evs, max, arena, cap, &aoff) : 0;
+    int64_t need = n == NSV_ENOBUFS ? nsv__evq_need(l) : 0;
     pthread_mutex_unlock(&l->qlock);
+    if (n == NSV_ENOBUFS)
+        return nsv__set_detail(s, n, "nsv_poll_worker: the next event needs %lld arena bytes; arena_cap "
+                               "is %zu", (long long)need, cap);
     if (n == 0 && atomic_load(&s->stop))
-        return NSV_ESTOPPED;
+        return nsv__set_detail(s, NSV_ESTOPPED, "nsv_poll_worker: the server is stopped (nsv_stop or "
+                               "a finished drain)");
     return n;
 }
 

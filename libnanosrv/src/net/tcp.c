@@ -60,15 +60,29 @@ void nsv__tcp_after_flush(nsv__loop *l, nsv__conn *c)
     }
 }
 
+/* A raw TCP call on a connection that is not one. */
+static int not_tcp(nsv__loop *l, nsv__conn *c, const char *what)
+{
+    return nsv__set_detail(l->srv, NSV_ESTATE, "%s: connection 0x%llx is not a raw TCP connection "
+                           "(it is %s); raw TCP comes from tcp:// listeners and nsv_connect", what,
+                           (unsigned long long)nsv__conn_id(l, c),
+                           c->state == NSV__C_WS ? "a WebSocket" : "an HTTP connection");
+}
+
 int nsv__tcp_send(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
 {
     if (c->state != NSV__C_TCP && c->state != NSV__C_CONNECTING)
-        return NSV_ESTATE;
+        return not_tcp(l, c, "nsv_send");
     if (c->shut_wr)
-        return NSV_ESTATE;
+        return nsv__set_detail(l->srv, NSV_ESTATE, "nsv_send: connection 0x%llx shut its write side "
+                               "(nsv_shutdown); nothing more can be sent",
+                               (unsigned long long)nsv__conn_id(l, c));
     size_t queued = c->out.len - c->out.off;
     if (queued && queued + len > nsv__out_limit(l))
-        return NSV_EAGAIN;
+        return nsv__set_detail(l->srv, NSV_EAGAIN, "nsv_send: connection 0x%llx has %zu bytes queued; "
+                               "%zu more would pass the output limit of %llu (max_output); nothing "
+                               "was queued", (unsigned long long)nsv__conn_id(l, c), queued, len,
+                               (unsigned long long)nsv__out_limit(l));
     if (len == 0)
         return NSV_OK;
     if (c->state == NSV__C_TCP && queued == 0 && len >= 16384 && !c->tls) {
@@ -93,8 +107,13 @@ int nsv__tcp_send(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
 
 int nsv__tcp_op(nsv__loop *l, nsv__conn *c, int op, int64_t a, int64_t b)
 {
-    if (c->state != NSV__C_TCP && c->state != NSV__C_CONNECTING)
-        return op == NSV__OP_TCP_ABORT ? (nsv__conn_close(l, c), NSV_OK) : NSV_ESTATE;
+    if (c->state != NSV__C_TCP && c->state != NSV__C_CONNECTING) {
+        if (op == NSV__OP_TCP_ABORT)
+            return nsv__conn_close(l, c), NSV_OK;
+        return not_tcp(l, c, op == NSV__OP_TCP_SHUTDOWN ? "nsv_shutdown"
+                             : op == NSV__OP_TCP_PAUSE  ? "nsv_pause_read"
+                                                        : "nsv_set_water_marks");
+    }
     switch (op) {
     case NSV__OP_TCP_SHUTDOWN:
         c->shut_wr = 1;
@@ -117,7 +136,9 @@ int nsv__tcp_op(nsv__loop *l, nsv__conn *c, int op, int64_t a, int64_t b)
         return NSV_OK;
     case NSV__OP_TCP_WATER:
         if (a <= 0 || b < 0 || b > a || a > UINT32_MAX)
-            return NSV_ERANGE;
+            return nsv__set_detail(l->srv, NSV_ERANGE, "nsv_set_water_marks: high %lld, low %lld; need "
+                                   "0 <= low <= high and 1 <= high <= 4294967295", (long long)a,
+                                   (long long)b);
         c->high_water = (uint32_t)a;
         c->low_water = (uint32_t)b;
         return NSV_OK;
@@ -241,23 +262,29 @@ int64_t nsv__tcp_connect_here(nsv__loop *l, const char *url, size_t len)
     nsv_server *s = l->srv;
     nsv_url u;
     if (nsv_url_parse(url, len, &u) != 0)
-        return nsv__set_detail(s, NSV_EURL, "malformed URL");
+        return nsv__set_detail(s, NSV_EURL, "nsv_connect: %s", nsv_last_error_detail(NULL));
     const char *sc = url + u.scheme_off;
     int tls = u.scheme_len == 3 && nsv__strncaseeq(sc, "tls", 3);
     if (tls && !nsv_tls_available())
-        return nsv__set_detail(s, NSV_ENOTSUP, "outbound TLS is not available in this build");
+        return nsv__set_detail(s, NSV_ENOTSUP, "nsv_connect: tls:// needs TLS, which this build lacks "
+                               "(nsv_tls_available() is 0)");
     if (!tls && !(u.scheme_len == 3 && nsv__strncaseeq(sc, "tcp", 3)))
-        return nsv__set_detail(s, NSV_EURL, "nsv_connect takes tcp://host:port or tls://host:port");
-    if (u.port <= 0 || u.port > 65535 || u.host_len == 0 || u.host_len >= 256)
-        return nsv__set_detail(s, NSV_EURL, "tcp:// needs a host and a port");
+        return nsv__set_detail(s, NSV_EURL, "nsv_connect: scheme '%.*s' is not tcp:// or tls://",
+                               (int)u.scheme_len, sc);
+    if (u.port <= 0 || u.port > 65535)
+        return nsv__set_detail(s, NSV_EURL, "nsv_connect: port %d is not 1-65535", (int)u.port);
+    if (u.host_len == 0 || u.host_len >= 256)
+        return nsv__set_detail(s, NSV_EURL, "nsv_connect: the host is %u bytes; 1-255 allowed",
+                               (unsigned)u.host_len);
     if (atomic_fetch_add(&s->nconns, 1) >= s->max_conns) {
         atomic_fetch_sub(&s->nconns, 1);
-        return nsv__set_detail(s, NSV_ERANGE, "max_conns reached");
+        return nsv__set_detail(s, NSV_ERANGE, "nsv_connect: %lld connections are open, the max_conns "
+                               "limit", (long long)s->max_conns);
     }
     nsv__conn *c = nsv__conn_alloc(l);
     if (!c) {
         atomic_fetch_sub(&s->nconns, 1);
-        return NSV_ENOMEM;
+        return nsv__set_detail(s, NSV_ENOMEM, "nsv_connect: no memory for a connection slot");
     }
     c->fd = -1;
     c->state = NSV__C_CONNECTING;
@@ -271,7 +298,7 @@ int64_t nsv__tcp_connect_here(nsv__loop *l, const char *url, size_t len)
         c->tls_host = nsv__malloc(&s->alloc, u.host_len);
         if (!c->tls_host) {
             nsv__conn_close(l, c);
-            return NSV_ENOMEM;
+            return nsv__set_detail(s, NSV_ENOMEM, "nsv_connect: no memory for the TLS host name");
         }
         memcpy(c->tls_host, url + u.host_off, u.host_len);
         c->tls_host_len = (uint8_t)u.host_len;
@@ -315,7 +342,7 @@ int64_t nsv__tcp_connect_here(nsv__loop *l, const char *url, size_t len)
     }
     if (!j) {
         nsv__conn_close(l, c);
-        return NSV_ENOMEM;
+        return nsv__set_detail(s, NSV_ENOMEM, "nsv_connect: cannot start the name lookup of '%s'", host);
     }
     return (int64_t)id;
 }

@@ -193,7 +193,7 @@ static int opt_store(nsv_server *s, tls_opts *o, int i, const char *v, size_t le
 {
     char *p = nsv__malloc(&s->alloc, len + 1);
     if (!p)
-        return NSV_ENOMEM;
+        return nsv__set_detail(s, NSV_ENOMEM, "nsv_set_str: no memory for a %zu-byte value", len);
     memcpy(p, v, len);
     p[len] = 0;
     opt_clear(s, o, i);
@@ -206,8 +206,12 @@ static int opt_store(nsv_server *s, tls_opts *o, int i, const char *v, size_t le
 static int opt_load_file(nsv_server *s, tls_opts *o, int i, const char *path, size_t plen)
 {
     char name[4096];
-    if (plen >= sizeof name || memchr(path, 0, plen))
-        return nsv__set_detail(s, NSV_EINVAL, "bad file name");
+    if (plen >= sizeof name)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_set_str: file name is %zu bytes; at most %zu",
+                               plen, sizeof name - 1);
+    if (memchr(path, 0, plen))
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_set_str: file name contains a NUL byte at byte %zu",
+                               (size_t)((const char *)memchr(path, 0, plen) - path));
     memcpy(name, path, plen);
     name[plen] = 0;
     FILE *f = fopen(name, "rb");
@@ -222,7 +226,7 @@ static int opt_load_file(nsv_server *s, tls_opts *o, int i, const char *path, si
     char *p = nsv__malloc(&s->alloc, n + 1);
     if (!p) {
         fclose(f);
-        return NSV_ENOMEM;
+        return nsv__set_detail(s, NSV_ENOMEM, "nsv_set_str: no memory for %s (%zu bytes)", name, n);
     }
     size_t got = fread(p, 1, n, f);
     fclose(f);
@@ -253,12 +257,14 @@ int nsv__tls_set_str(nsv_server *s, int opt, const char *v, size_t len)
 {
     tls_opts *o = opts_get(s);
     if (!o)
-        return NSV_ENOMEM;
+        return nsv__set_detail(s, NSV_ENOMEM, "nsv_set_str: no memory for the TLS options");
     int client = opt == NSV_OPT_TLS_CLIENT_CA_FILE || opt == NSV_OPT_TLS_CLIENT_CA_PEM;
     int slot = pem_slot(opt), is_file = slot != IDX(opt), r = NSV_OK;
     pthread_mutex_lock(&o->lock);
     if (client ? o->client_frozen : o->server_frozen)
-        r = nsv__set_detail(s, NSV_ESTATE, "TLS options are in use and can no longer change");
+        r = nsv__set_detail(s, NSV_ESTATE, "nsv_set_str: the %s TLS options are in use (frozen by the "
+                            "first %s) and can no longer change", client ? "outbound" : "listener",
+                            client ? "outbound TLS connection" : "TLS nsv_listen");
     else if (!v || !len)
         opt_clear(s, o, slot);
     else if (is_file)

@@ -87,12 +87,14 @@ uint32_t nsv__tls_info_put(const nsv__conn *c, char *dst);
 
 static inline int nsv__tls_set_str(nsv_server *s, int opt, const char *v, size_t len)
 {
-    (void)opt, (void)v, (void)len;
-    return nsv__set_detail(s, NSV_ENOTSUP, "TLS is not available in this build");
+    (void)v, (void)len;
+    return nsv__set_detail(s, NSV_ENOTSUP, "nsv_set_str: option %d is a TLS option and this build has "
+                           "no TLS (nsv_tls_available() is 0)", opt);
 }
 static inline int nsv__tls_server_init(nsv_server *s)
 {
-    return nsv__set_detail(s, NSV_ENOTSUP, "TLS is not available in this build");
+    return nsv__set_detail(s, NSV_ENOTSUP, "nsv_listen: a TLS URL needs TLS, which this build lacks "
+                           "(nsv_tls_available() is 0)");
 }
 static inline void nsv__tls_server_free(nsv_server *s) { (void)s; }
 static inline void nsv__tls_loop_free(nsv__loop *l) { (void)l; }

@@ -20,12 +20,22 @@ static int b64_val(unsigned char c)
     return -1;
 }
 
+/* NULL buffers with a length: the detail names the argument. */
+static int64_t null_arg(const char *fn, const char *src, size_t len, const char *dst, size_t cap)
+{
+    if (!src && len)
+        return nsv__set_detail(NULL, NSV_EINVAL, "%s: src is NULL with len %zu", fn, len);
+    if (!dst && cap)
+        return nsv__set_detail(NULL, NSV_EINVAL, "%s: dst is NULL with cap %zu", fn, cap);
+    return 0;
+}
+
 int64_t nsv_base64_encode(const char *src, size_t len, char *dst, size_t cap)
 {
     if ((!src && len) || (!dst && cap))
-        return NSV_EINVAL;
+        return null_arg("nsv_base64_encode", src, len, dst, cap);
     if (len > (size_t)INT64_MAX / 4 * 3 - 3)
-        return NSV_ERANGE;
+        return nsv__set_detail(NULL, NSV_ERANGE, "nsv_base64_encode: len %zu is too large to encode", len);
     size_t need = (len + 2) / 3 * 4;
     if (need > cap)
         return (int64_t)need;
@@ -59,24 +69,26 @@ static int64_t b64_check(const unsigned char *s, size_t len)
     while (pad < 2 && pad < len && s[len - 1 - pad] == '=')
         pad++;
     size_t n = len - pad;
-    if (pad && len % 4 != 0)
-        return NSV_EPARSE;
-    if (n % 4 == 1)
-        return NSV_EPARSE;
     for (size_t i = 0; i < n; i++)
         if (b64_val(s[i]) < 0)
-            return NSV_EPARSE;
-    if (n % 4 == 2 && (b64_val(s[n - 1]) & 15))
-        return NSV_EPARSE;
-    if (n % 4 == 3 && (b64_val(s[n - 1]) & 3))
-        return NSV_EPARSE;
+            return nsv__set_detail(NULL, NSV_EPARSE, "nsv_base64_decode: byte %zu (0x%02x) is not a "
+                                   "base64 digit (A-Z a-z 0-9 + /, then '=' padding)", i, s[i]);
+    if (pad && len % 4 != 0)
+        return nsv__set_detail(NULL, NSV_EPARSE, "nsv_base64_decode: '=' padding, but the length %zu "
+                               "is not a multiple of 4", len);
+    if (n % 4 == 1)
+        return nsv__set_detail(NULL, NSV_EPARSE, "nsv_base64_decode: %zu digits leave one digit over, "
+                               "which encodes no byte", n);
+    if ((n % 4 == 2 && (b64_val(s[n - 1]) & 15)) || (n % 4 == 3 && (b64_val(s[n - 1]) & 3)))
+        return nsv__set_detail(NULL, NSV_EPARSE, "nsv_base64_decode: the last digit '%c' at byte %zu "
+                               "has unused bits set (not a canonical encoding)", s[n - 1], n - 1);
     return (int64_t)n;
 }
 
 int64_t nsv_base64_decode(const char *src, size_t len, char *dst, size_t cap)
 {
     if ((!src && len) || (!dst && cap))
-        return NSV_EINVAL;
+        return null_arg("nsv_base64_decode", src, len, dst, cap);
     const unsigned char *s = (const unsigned char *)src;
     int64_t digits = b64_check(s, len);
     if (digits < 0)

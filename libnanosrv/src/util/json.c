@@ -384,23 +384,52 @@ static int scan_value(jscan *j, size_t pp, int depth)
     }
 }
 
-/* Validates json and locates path. Returns 0 with *at set, or an error. */
-static int json_find(const char *json, size_t len, const char *path, size_t plen, size_t *at)
+/* Paths in details: at most 100 bytes of them. */
+#define PATH_ARG(p, n) (int)((n) > 100 ? 100 : (n)), (p)
+
+static const char *kind_of(unsigned char c)
 {
-    if ((!json && len) || !path)
-        return NSV_EINVAL;
+    switch (c) {
+    case '{': return "an object";
+    case '[': return "an array";
+    case '"': return "a string";
+    case 't': case 'f': return "a boolean";
+    case 'n': return "null";
+    }
+    return "a number";
+}
+
+/* Validates json and locates path. Returns 0 with *at set, or an error
+ * (detail set; fn names the public call). */
+static int json_find(const char *fn, const char *json, size_t len, const char *path, size_t plen,
+                     size_t *at)
+{
+    if (!json && len)
+        return nsv__set_detail(NULL, NSV_EINVAL, "%s: json is NULL with len %zu", fn, len);
+    if (!path)
+        return nsv__set_detail(NULL, NSV_EINVAL, "%s: path is NULL", fn);
     if (!path_valid(path, plen))
-        return NSV_EINVAL;
+        return nsv__set_detail(NULL, NSV_EINVAL, "%s: path '%.*s' is not \"$\" followed by .key and [n] "
+                               "steps", fn, PATH_ARG(path, plen));
     jscan j = {(const unsigned char *)json, len, 0, path, plen, OFF_PATH};
     if (scan_value(&j, 1, 0) < 0)
-        return NSV_EPARSE;
+        return nsv__set_detail(NULL, NSV_EPARSE, "%s: malformed JSON near byte %zu of %zu", fn,
+                               j.i < len ? j.i : len, len);
     skip_ws(&j);
     if (j.i != j.n)
-        return NSV_EPARSE;
+        return nsv__set_detail(NULL, NSV_EPARSE, "%s: malformed JSON: text after the value at byte %zu",
+                               fn, j.i);
     if (j.found == OFF_PATH)
-        return NSV_ENOTFOUND;
+        return nsv__set_detail(NULL, NSV_ENOTFOUND, "%s: no value at path '%.*s'", fn, PATH_ARG(path, plen));
     *at = j.found;
     return 0;
+}
+
+/* The value at path is of another type than the getter reads. */
+static int wrong_type(const char *fn, const char *path, size_t plen, unsigned char c, const char *want)
+{
+    return nsv__set_detail(NULL, NSV_ENOTFOUND, "%s: the value at path '%.*s' is %s, not %s", fn,
+                           PATH_ARG(path, plen), kind_of(c), want);
 }
 
 /* ---- getters ---- */
@@ -409,13 +438,13 @@ int64_t nsv_json_string(const char *json, size_t len, const char *path, size_t p
 {
     size_t at;
     if (!dst && cap)
-        return NSV_EINVAL;
-    int rc = json_find(json, len, path, plen, &at);
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_json_string: dst is NULL with cap %zu", cap);
+    int rc = json_find("nsv_json_string", json, len, path, plen, &at);
     if (rc < 0)
         return rc;
     const unsigned char *s = (const unsigned char *)json;
     if (s[at] != '"')
-        return NSV_ENOTFOUND;
+        return wrong_type("nsv_json_string", path, plen, s[at], "a string");
     size_t i = at + 1;
     int64_t need = str_skip(s, len, &i);
     if (need < 0 || (uint64_t)need > cap)
@@ -434,7 +463,7 @@ static int parse_double(const char *s, size_t n, double *out)
     char small[128];
     char *buf = n < sizeof small ? small : malloc(n + 1);
     if (!buf)
-        return NSV_ENOMEM;
+        return nsv__set_detail(NULL, NSV_ENOMEM, "nsv_json_number: no memory for a %zu-digit number", n);
     memcpy(buf, s, n);
     buf[n] = 0;
     char dp = localeconv()->decimal_point[0];
@@ -446,21 +475,22 @@ static int parse_double(const char *s, size_t n, double *out)
     if (buf != small)
         free(buf);
     if (isinf(v))
-        return NSV_ERANGE;
+        return nsv__set_detail(NULL, NSV_ERANGE, "nsv_json_number: %.*s does not fit a double",
+                               (int)(n > 40 ? 40 : n), s);
     *out = v;
     return 0;
 }
 
 /* The number at path: its text is json[*at, *end). */
-static int find_number(const char *json, size_t len, const char *path, size_t plen, size_t *at,
-                       size_t *end)
+static int find_number(const char *fn, const char *json, size_t len, const char *path, size_t plen,
+                       size_t *at, size_t *end)
 {
-    int rc = json_find(json, len, path, plen, at);
+    int rc = json_find(fn, json, len, path, plen, at);
     if (rc < 0)
         return rc;
     const unsigned char *s = (const unsigned char *)json;
     if (s[*at] != '-' && !is_digit(s[*at]))
-        return NSV_ENOTFOUND;
+        return wrong_type(fn, path, plen, s[*at], "a number");
     *end = *at;
     scan_number(s, len, end);
     return 0;
@@ -470,8 +500,8 @@ int nsv_json_number(const char *json, size_t len, const char *path, size_t plen,
 {
     size_t at, e;
     if (!out)
-        return NSV_EINVAL;
-    int rc = find_number(json, len, path, plen, &at, &e);
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_json_number: out is NULL");
+    int rc = find_number("nsv_json_number", json, len, path, plen, &at, &e);
     return rc < 0 ? rc : parse_double(json + at, e - at, out);
 }
 
@@ -545,21 +575,28 @@ int nsv_json_integer(const char *json, size_t len, const char *path, size_t plen
 {
     size_t at, e;
     if (!out)
-        return NSV_EINVAL;
-    int rc = find_number(json, len, path, plen, &at, &e);
-    return rc < 0 ? rc : number_to_int64((const unsigned char *)json, at, e, out);
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_json_integer: out is NULL");
+    int rc = find_number("nsv_json_integer", json, len, path, plen, &at, &e);
+    if (rc < 0)
+        return rc;
+    rc = number_to_int64((const unsigned char *)json, at, e, out);
+    if (rc < 0)
+        return nsv__set_detail(NULL, rc, "nsv_json_integer: %.*s at path '%.*s' is not an integer in "
+                               "-9223372036854775808..9223372036854775807", (int)(e - at > 40 ? 40 : e - at),
+                               json + at, PATH_ARG(path, plen));
+    return rc;
 }
 
 int nsv_json_boolean(const char *json, size_t len, const char *path, size_t plen, int *out)
 {
     size_t at;
     if (!out)
-        return NSV_EINVAL;
-    int rc = json_find(json, len, path, plen, &at);
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_json_boolean: out is NULL");
+    int rc = json_find("nsv_json_boolean", json, len, path, plen, &at);
     if (rc < 0)
         return rc;
     if (json[at] != 't' && json[at] != 'f')
-        return NSV_ENOTFOUND;
+        return wrong_type("nsv_json_boolean", path, plen, (unsigned char)json[at], "a boolean");
     *out = json[at] == 't';
     return 0;
 }

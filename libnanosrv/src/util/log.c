@@ -15,7 +15,8 @@ int nsv_log_level(void) { return atomic_load(&log_level); }
 int nsv_set_log_level(int level)
 {
     if (level < NSV_LOG_NONE || level > NSV_LOG_VERBOSE)
-        return NSV_ERANGE;
+        return nsv__set_detail(NULL, NSV_ERANGE, "nsv_set_log_level: level %d is outside NONE(0)..VERBOSE(4)",
+                               level);
     atomic_store(&log_level, level);
     return NSV_OK;
 }

@@ -20,13 +20,23 @@ static int hex_val(unsigned char c)
     return -1;
 }
 
+/* NULL buffers with a length: the detail names the argument. */
+static int64_t null_arg(const char *fn, const char *src, size_t len, const char *dst, size_t cap)
+{
+    if (!src && len)
+        return nsv__set_detail(NULL, NSV_EINVAL, "%s: src is NULL with len %zu", fn, len);
+    if (!dst && cap)
+        return nsv__set_detail(NULL, NSV_EINVAL, "%s: dst is NULL with cap %zu", fn, cap);
+    return 0;
+}
+
 int64_t nsv_url_encode(const char *src, size_t len, char *dst, size_t cap)
 {
     static const char hex[] = "0123456789ABCDEF";
     if ((!src && len) || (!dst && cap))
-        return NSV_EINVAL;
+        return null_arg("nsv_url_encode", src, len, dst, cap);
     if (len > (size_t)INT64_MAX / 3)
-        return NSV_ERANGE;
+        return nsv__set_detail(NULL, NSV_ERANGE, "nsv_url_encode: len %zu is too large to encode", len);
     const unsigned char *s = (const unsigned char *)src;
     size_t need = 0;
     for (size_t i = 0; i < len; i++)
@@ -49,7 +59,7 @@ int64_t nsv_url_encode(const char *src, size_t len, char *dst, size_t cap)
 int64_t nsv_url_decode(const char *src, size_t len, char *dst, size_t cap, int form)
 {
     if ((!src && len) || (!dst && cap))
-        return NSV_EINVAL;
+        return null_arg("nsv_url_decode", src, len, dst, cap);
     const unsigned char *s = (const unsigned char *)src;
     /* First pass validates every escape, so bad input never writes. */
     size_t need = 0;
@@ -57,7 +67,8 @@ int64_t nsv_url_decode(const char *src, size_t len, char *dst, size_t cap, int f
         if (s[i] != '%')
             continue;
         if (i + 2 >= len || hex_val(s[i + 1]) < 0 || hex_val(s[i + 2]) < 0)
-            return NSV_EPARSE;
+            return nsv__set_detail(NULL, NSV_EPARSE, "nsv_url_decode: '%%' at byte %zu is not followed "
+                                   "by two hex digits", i);
         i += 2;
     }
     if (need > cap)
@@ -90,23 +101,27 @@ static int is_host_char(unsigned char c)
     return is_unreserved(c) || c == '%';
 }
 
-/* Parses "[v6]" or a name at s[0..n); sets host offsets relative to s. */
-static int parse_host(const char *s, size_t n, size_t *off, size_t *hlen, size_t *used)
+/* Parses "[v6]" or a name at s[0..n); sets host offsets relative to s.
+ * base is the offset of s in the URL, for the detail. */
+static int parse_host(const char *s, size_t n, size_t base, size_t *off, size_t *hlen, size_t *used)
 {
     if (n && s[0] == '[') {
         const char *close = memchr(s, ']', n);
         if (!close)
-            return NSV_EURL;
+            return nsv__set_detail(NULL, NSV_EURL, "nsv_url_parse: IPv6 host at byte %zu has no closing ']'",
+                                   base);
         size_t l = (size_t)(close - s) - 1;
         int colons = 0;
         for (size_t i = 1; i <= l; i++) {
             if (s[i] == ':')
                 colons++;
             else if (s[i] != '.' && hex_val((unsigned char)s[i]) < 0)
-                return NSV_EURL;
+                return nsv__set_detail(NULL, NSV_EURL, "nsv_url_parse: IPv6 host has '%c' at byte %zu; "
+                                       "only hex digits, ':' and '.' belong there", s[i], base + i);
         }
         if (colons < 2)
-            return NSV_EURL;
+            return nsv__set_detail(NULL, NSV_EURL, "nsv_url_parse: IPv6 host '%.*s' has fewer than two ':'",
+                                   (int)l, s + 1);
         *off = 1;
         *hlen = l;
         *used = l + 2;
@@ -115,11 +130,12 @@ static int parse_host(const char *s, size_t n, size_t *off, size_t *hlen, size_t
     size_t i = 0;
     while (i < n && s[i] != ':') {
         if (!is_host_char((unsigned char)s[i]))
-            return NSV_EURL;
+            return nsv__set_detail(NULL, NSV_EURL, "nsv_url_parse: host has '%c' at byte %zu; a host is "
+                                   "letters, digits, '-', '.', '_', '~' or an [IPv6] literal", s[i], base + i);
         i++;
     }
     if (i == 0)
-        return NSV_EURL;
+        return nsv__set_detail(NULL, NSV_EURL, "nsv_url_parse: the host is empty (byte %zu)", base);
     *off = 0;
     *hlen = i;
     *used = i;
@@ -129,15 +145,20 @@ static int parse_host(const char *s, size_t n, size_t *off, size_t *hlen, size_t
 /* Port digits: 1..5 of them, value at most 65535. */
 static int parse_port(const char *s, size_t n)
 {
-    if (n == 0 || n > 5)
-        return NSV_EURL;
     int32_t v = 0;
     for (size_t i = 0; i < n; i++) {
         if (s[i] < '0' || s[i] > '9')
-            return NSV_EURL;
-        v = v * 10 + (s[i] - '0');
+            return nsv__set_detail(NULL, NSV_EURL, "nsv_url_parse: port '%.*s' is not a number",
+                                   (int)(n > 32 ? 32 : n), s);
+        if (i < 5)
+            v = v * 10 + (s[i] - '0');
     }
-    return v > 65535 ? NSV_EURL : v;
+    if (n == 0)
+        return nsv__set_detail(NULL, NSV_EURL, "nsv_url_parse: ':' without a port after it");
+    if (n > 5 || v > 65535)
+        return nsv__set_detail(NULL, NSV_EURL, "nsv_url_parse: port %.*s is outside 0-65535",
+                               (int)(n > 32 ? 32 : n), s);
+    return v;
 }
 
 /* An absent path leaves path_len 0 (at the end of the authority): the
@@ -145,25 +166,30 @@ static int parse_port(const char *s, size_t n)
  * has length 0. The fragment is dropped. */
 int nsv_url_parse(const char *url, size_t len, nsv_url *out)
 {
-    if (!url || !out)
-        return NSV_EINVAL;
+    if (!url)
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_url_parse: url is NULL");
+    if (!out)
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_url_parse: out is NULL");
     memset(out, 0, sizeof *out);
     if (len > UINT32_MAX)
-        return NSV_EURL;
+        return nsv__set_detail(NULL, NSV_EURL, "nsv_url_parse: len %zu is over 4294967295", len);
     for (size_t i = 0; i < len; i++)
         if ((unsigned char)url[i] <= 0x20 || url[i] == 0x7f)
-            return NSV_EURL;
+            return nsv__set_detail(NULL, NSV_EURL, "nsv_url_parse: byte %zu is 0x%02x; spaces and control "
+                                   "characters do not belong in a URL", i, (unsigned char)url[i]);
 
     const char *sep = len >= 3 ? memmem(url, len, "://", 3) : NULL;
     if (!sep)
-        return NSV_EURL;
+        return nsv__set_detail(NULL, NSV_EURL, "nsv_url_parse: '%.*s' has no \"://\" after a scheme",
+                               (int)(len > 64 ? 64 : len), url);
     size_t slen = (size_t)(sep - url);
     int sc = -1;
     for (size_t i = 0; i < NSV__ARRAY_LEN(url_schemes); i++)
         if (url_schemes[i].len == slen && nsv__strncaseeq(url, url_schemes[i].name, slen))
             sc = (int)i;
     if (sc < 0)
-        return NSV_EURL;
+        return nsv__set_detail(NULL, NSV_EURL, "nsv_url_parse: scheme '%.*s' is not http, https, ws, wss, "
+                               "tcp or tls", (int)(slen > 32 ? 32 : slen), url);
 
     size_t a = slen + 3, e = a; /* authority [a, e) */
     while (e < len && url[e] != '/' && url[e] != '?' && url[e] != '#')
@@ -174,16 +200,20 @@ int nsv_url_parse(const char *url, size_t len, nsv_url *out)
             break;
         }
 
-    size_t hoff, hlen, used;
-    if (parse_host(url + a, e - a, &hoff, &hlen, &used) < 0)
+    size_t hoff = 0, hlen = 0, used = 0;
+    if (parse_host(url + a, e - a, a, &hoff, &hlen, &used) < 0)
         return NSV_EURL;
     int32_t port = url_schemes[sc].port;
     size_t p = a + used;
     if (p < e) {
-        if (url[p] != ':' || (port = parse_port(url + p + 1, e - p - 1)) < 0)
+        if (url[p] != ':')
+            return nsv__set_detail(NULL, NSV_EURL, "nsv_url_parse: '%c' at byte %zu after the host; "
+                                   "expected ':' and a port", url[p], p);
+        if ((port = parse_port(url + p + 1, e - p - 1)) < 0)
             return NSV_EURL;
     } else if (port == 0) {
-        return NSV_EURL; /* tcp:// and tls:// name their port */
+        return nsv__set_detail(NULL, NSV_EURL, "nsv_url_parse: %s:// needs a port (0 for an ephemeral one)",
+                               url_schemes[sc].name); /* tcp:// and tls:// name their port */
     }
 
     size_t q = e;

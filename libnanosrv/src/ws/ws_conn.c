@@ -102,6 +102,13 @@ int nsv__ws_accept(nsv__loop *l, nsv__conn *c, const char *extra, size_t elen)
     if (c->state != NSV__C_PENDING)
         return NSV_ESTATE;
     if (c->ws_check != 1) {
+        if (c->ws_check == 426)
+            nsv__set_detail(l->srv, NSV_EPARSE, "nsv_ws_upgrade: the request is no WebSocket handshake "
+                            "of version 13 (Sec-WebSocket-Version); answered 426");
+        else
+            nsv__set_detail(l->srv, NSV_EPARSE, "nsv_ws_upgrade: the request is no valid WebSocket "
+                            "handshake (it needs GET, HTTP/1.1, Connection: Upgrade and a 16-byte "
+                            "base64 Sec-WebSocket-Key); answered 400");
         /* answered: other threads get NSV_ESTATE for a second answer */
         if (nsv__error_reply(l, c, c->ws_check ? c->ws_check : 400) == NSV_OK)
             nsv__ticket(l, c, NSV__T_IDLE);
@@ -344,16 +351,38 @@ void nsv__ws_on_readable(nsv__loop *l, nsv__conn *c)
     }
 }
 
+/* Refusals of nsv__ws_send, off the hot path. */
+static int send_refused(nsv__loop *l, nsv__conn *c, int err, int opcode, size_t len)
+{
+    nsv_server *s = l->srv;
+    unsigned long long id = (unsigned long long)nsv__conn_id(l, c);
+    if (err == NSV_ESTATE && c->state == NSV__C_WS)
+        return nsv__set_detail(s, err, "ws send: connection 0x%llx sent its close frame; no more "
+                               "messages after nsv_ws_close", id);
+    if (err == NSV_ESTATE)
+        return nsv__set_detail(s, err, "ws send: connection 0x%llx is not a WebSocket (not upgraded, "
+                               "or closing)", id);
+    if (err == NSV_EINVAL)
+        return nsv__set_detail(s, err, "ws opcode %d is not TEXT(1), BINARY(2), PING(9) or PONG(10)",
+                               opcode);
+    if (err == NSV_ETOOBIG)
+        return nsv__set_detail(s, err, "%s payload is %zu bytes; control frames carry at most %d",
+                               opcode == NSV_WS_PING ? "ping" : "pong", len, NSV__WS_MAX_CONTROL);
+    return nsv__set_detail(s, err, "ws send: connection 0x%llx has %u bytes queued; %zu more would "
+                           "pass the output limit of %llu (max_output); nothing was queued", id,
+                           c->out.len - c->out.off, len, (unsigned long long)nsv__out_limit(l));
+}
+
 int nsv__ws_send(nsv__loop *l, nsv__conn *c, int opcode, const char *data, size_t len)
 {
     if (c->state != NSV__C_WS || c->ws->close_sent)
-        return NSV_ESTATE;
+        return send_refused(l, c, NSV_ESTATE, opcode, len);
     if (opcode != NSV_WS_TEXT && opcode != NSV_WS_BINARY && opcode != NSV_WS_PING && opcode != NSV_WS_PONG)
-        return NSV_EINVAL;
+        return send_refused(l, c, NSV_EINVAL, opcode, len);
     if ((opcode & 8) && len > NSV__WS_MAX_CONTROL)
-        return NSV_ETOOBIG;
+        return send_refused(l, c, NSV_ETOOBIG, opcode, len);
     if (c->out.len - c->out.off > 0 && c->out.len - c->out.off + len > nsv__out_limit(l))
-        return NSV_EAGAIN;
+        return send_refused(l, c, NSV_EAGAIN, opcode, len);
     return queue_frame(l, c, opcode, data, len);
 }
 
@@ -363,9 +392,15 @@ int nsv__ws_close(nsv__loop *l, nsv__conn *c, int code, const char *reason, size
         return NSV_ESTATE;
     if (c->ws->close_sent)
         return NSV_OK;
-    if (!nsv__ws_close_code_valid((unsigned)code) || len > 123 ||
-        (len && !nsv__utf8_valid((const uint8_t *)reason, len)))
-        return NSV_EINVAL;
+    if (!nsv__ws_close_code_valid((unsigned)code))
+        return nsv__set_detail(l->srv, NSV_EINVAL, "close code %d is %s; use 1000-1003, 1007-1014 or "
+                               "3000-4999", code, (code >= 1004 && code <= 1006) || code == 1015
+                               ? "reserved" : "not one a server may send");
+    if (len > 123)
+        return nsv__set_detail(l->srv, NSV_EINVAL, "close reason is %zu bytes; at most 123 fit a close "
+                               "frame", len);
+    if (len && !nsv__utf8_valid((const uint8_t *)reason, len))
+        return nsv__set_detail(l->srv, NSV_EINVAL, "close reason (%zu bytes) is not valid UTF-8", len);
     char b[125];
     b[0] = (char)(code >> 8);
     b[1] = (char)code;
@@ -384,7 +419,7 @@ int nsv__ws_broadcast_loop(nsv__loop *l, int32_t route, int opcode, const char *
     int n = 0;
     for (uint32_t i = 0; i < l->nslots; i++) {
         nsv__conn *c = NSV__CONN(l, i);
-        if (c->state == NSV__C_WS && (route < 0 || c->route == route) &&
+        if (c->state == NSV__C_WS && !c->ws->close_sent && (route < 0 || c->route == route) &&
             nsv__ws_send(l, c, opcode, data, len) == NSV_OK)
             n++;
     }

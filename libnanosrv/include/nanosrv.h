@@ -23,7 +23,11 @@
  *
  * Errors: functions returning int or int64_t return a negative NSV_E* code
  * on failure. nsv_strerror() gives a fixed message for each code;
- * nsv_last_error_detail() gives the context of the last failure on a server.
+ * nsv_last_error_detail(srv) says what was wrong in the last failure of a
+ * call on srv made by the calling thread (which argument, which rule), and
+ * nsv_last_error_detail(NULL) the same for calls without a server
+ * (utilities, event readers, a NULL srv). Details are kept per server and
+ * per thread: a failure on one server or in another thread never changes it.
  *
  * Threads.
  *
@@ -323,8 +327,18 @@ NSV_API nsv_server *nsv_server_new_ex(int workers, nsv_alloc_fn alloc, void *ud)
  * arena contents from this server become invalid. A host that calls nsv_stop from a signal
  * handler ignores that signal first. Since 1.0. */
 NSV_API void nsv_server_free(nsv_server *srv);
-/* METHOD: text describing the last error on this server (never NULL; "" if
- * none). Valid until the next call on the server from the same thread. Since 1.0. */
+/* METHOD: what went wrong in the last failed call on srv made by the calling
+ * thread, e.g. "close code 1005 is reserved; use 1000-1003, 1007-1014 or
+ * 3000-4999" (never NULL; "" if none). Per server and per thread: failures
+ * on other servers, or in other threads, do not change it, and a server
+ * created later (even at a freed server's address) starts with "". A thread
+ * remembers the details of its 16 most recently used servers. srv NULL: the
+ * detail of the last failed call that has no server (nsv_url_parse,
+ * nsv_base64_*, nsv_json_*, nsv_opt_by_name, nsv_ev_*, nsv_set_log_level,
+ * or any call given a NULL srv). Successful calls leave it as it was, and
+ * NSV_ENOTFOUND from the nsv_ev_* readers (an answer, not a refusal) sets
+ * none. The text stays valid until the calling thread's next call into the
+ * library. Since 1.0. */
 NSV_API const char *nsv_last_error_detail(nsv_server *srv);
 
 /* METHOD: set an integer option (enum nsv_option). NSV_EINVAL for an

@@ -25,7 +25,8 @@ int nsv__str_opt_by_name(const char *name, size_t len)
     for (size_t i = 0; i < NSV__ARRAY_LEN(str_opts); i++)
         if (strlen(str_opts[i].name) == len && nsv__strncaseeq(str_opts[i].name, name, len))
             return str_opts[i].id;
-    return NSV_ENOTFOUND;
+    return nsv__set_detail(NULL, NSV_ENOTFOUND, "nsv_opt_by_name: no option is called '%.*s'",
+                           (int)(len > 64 ? 64 : len), name);
 }
 
 int nsv_set_str(nsv_server *s, int opt, const char *v, size_t len)

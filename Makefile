@@ -62,8 +62,15 @@ $(BUILD)/libnanosrv.so: $(BUILD)/$(SONAME)
 	ln -sf $(notdir $<) $@
 $(STATIC): $(OBJS)
 	rm -f $@ && ar rcs $@ $^
+# nanosrv.pc: a PREFIX other than /usr and /usr/local, where the dynamic loader
+# does not look, puts -Wl,-rpath,$PREFIX/lib into Libs, so programs built
+# with pkg-config run without LD_LIBRARY_PATH.
+comma    := ,
+PC_RPATH := $(if $(filter /usr /usr/local,$(PREFIX)),,-Wl$(comma)-rpath$(comma)$${libdir} )
+PC_SED    = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LIBS)|' \
+                -e 's|@RPATH@|$(PC_RPATH)|'
 $(BUILD)/nanosrv.pc: libnanosrv/nanosrv.pc.in $(HDR)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LIBS)|' $< > $@
+	$(PC_SED) $< > $@
 
 # Examples link the shared object (found next to them through $ORIGIN).
 .SECONDEXPANSION:
@@ -112,8 +119,7 @@ install: lib
 	ln -sf $(notdir $(SOREAL)) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libnanosrv.so
 	install -m 644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LIBS)|' \
-	    libnanosrv/nanosrv.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/nanosrv.pc
+	$(PC_SED) libnanosrv/nanosrv.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/nanosrv.pc
 
 clean:
 	rm -rf build

@@ -1,22 +1,63 @@
 #!/bin/sh
 # `make install PREFIX=...` gives a usable library: header, SONAME links,
-# static archive and a pkg-config file that a C program builds against.
+# static archive and a pkg-config file that a C program builds against. The
+# README's commands for building and running a program against an installed
+# copy run as written, with its example prefix replaced by a temporary one.
 cd "$(dirname "$0")/../.."
-B=build  # an uninstrumented build: sanitizer runtimes cannot be loaded by a plain program
+# An uninstrumented build: sanitizer runtimes cannot be loaded by a plain program.
+if [ -n "$SAN" ]; then B=build; else B=${NSV_BUILD:-build}; fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 n=0
-t() { n=$((n+1)); if eval "$2" >/dev/null 2>&1; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
-t "make install" "make -s BUILD=$B install PREFIX=$tmp/p"
-t "header installed" "test -f $tmp/p/include/nanosrv.h"
-t "shared object and links" "test -f $tmp/p/lib/libnanosrv.so.1.0.0 && test -L $tmp/p/lib/libnanosrv.so.1 && test -L $tmp/p/lib/libnanosrv.so"
-t "static archive" "test -f $tmp/p/lib/libnanosrv.a"
-t "pkg-config file names the prefix" "grep -q 'prefix=$tmp/p' $tmp/p/lib/pkgconfig/nanosrv.pc"
-cat > "$tmp/v.c" <<'C'
+t() { n=$((n+1)); if (eval "$2") >"$tmp/out" 2>&1; then echo "ok $n - $1"; else echo "not ok $n - $1"; sed 's/^/#   /' "$tmp/out" | head -20; fi; }
+P=$tmp/p
+t "make install" "make -s BUILD=$B install PREFIX=$P"
+t "header installed" "test -f $P/include/nanosrv.h"
+t "shared object and links" "test -f $P/lib/libnanosrv.so.1.0.0 && test -L $P/lib/libnanosrv.so.1 && test -L $P/lib/libnanosrv.so"
+t "static archive" "test -f $P/lib/libnanosrv.a"
+t "pkg-config file names the prefix" "grep -q 'prefix=$P' $P/lib/pkgconfig/nanosrv.pc"
+t "pkg-config file of a non-system prefix carries an rpath" \
+  "PKG_CONFIG_PATH=$P/lib/pkgconfig pkg-config --libs nanosrv | grep -q -- '-Wl,-rpath,$P/lib'"
+t "install into /usr or /usr/local adds no rpath" \
+  "make -s -n BUILD=$B install PREFIX=/usr | grep -q \"s|@RPATH@||\" && make -s -n BUILD=$B install PREFIX=/usr/local | grep -q \"s|@RPATH@||\""
+# A program that uses the library and fails unless the copy it loaded is the
+# one under NSV_EXPECT_LIB (not another installed one).
+cat > "$tmp/app.c" <<'C'
 #include <nanosrv.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-int main(void) { return strcmp(nsv_version_string(), NSV_VERSION_STRING) != 0; }
+int main(void)
+{
+    if (strcmp(nsv_version_string(), NSV_VERSION_STRING) != 0)
+        return 1;
+    nsv_server *srv = nsv_server_new();
+    int lid = nsv_listen(srv, "http://127.0.0.1:0", 18);
+    nsv_event ev[4];
+    char arena[4096];
+    int ok = lid >= 0 && nsv_listener_port(srv, lid) > 0 && nsv_poll(srv, ev, 4, arena, sizeof arena, 0) == 0;
+    nsv_server_free(srv);
+    const char *want = getenv("NSV_EXPECT_LIB");
+    char line[4096];
+    int found = 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (strstr(line, "libnanosrv.so") && want && strstr(line, want))
+            found = 1;
+    if (f)
+        fclose(f);
+    if (!found)
+        fprintf(stderr, "libnanosrv not loaded from %s\n", want ? want : "(unset)");
+    return ok && found ? 0 : 1;
+}
 C
-t "a program builds with pkg-config and runs" "cc $tmp/v.c -o $tmp/v \$(PKG_CONFIG_PATH=$tmp/p/lib/pkgconfig pkg-config --cflags --libs nanosrv) && LD_LIBRARY_PATH=$tmp/p/lib $tmp/v"
+t "a program builds with pkg-config and runs" \
+  "cd $tmp && cc app.c -o v \$(PKG_CONFIG_PATH=$P/lib/pkgconfig pkg-config --cflags --libs nanosrv) && env -u LD_LIBRARY_PATH NSV_EXPECT_LIB=$P/lib/ ./v"
+t "it has the rpath of the prefix" "readelf -d $tmp/v | grep -E 'R(UN)?PATH' | grep -q '$P/lib'"
+# The README block that builds against /opt/nanosrv, on the temporary prefix.
+awk '/^```sh$/{f=1; b=""; next} /^```$/{if (f && b ~ /\/opt\/nanosrv/) {printf "%s", b; exit} f=0} f{b=b $0 "\n"}' README.md |
+    grep -v '^make install' | sed "s|/opt/nanosrv|$P|g" > "$tmp/readme.sh"
+t "README install block found" "grep -q pkg-config $tmp/readme.sh && test \$(grep -c '\./app' $tmp/readme.sh) -ge 3"
+t "README install block runs as written" \
+  "cd $tmp && test -s readme.sh && rm -f app && env -u LD_LIBRARY_PATH NSV_EXPECT_LIB=$P/lib/ sh -ex readme.sh"
 echo "1..$n"

@@ -63,7 +63,8 @@
  * Both: nsv_stop, nsv_wakeup and nsv_drain_start are safe from any thread and
  * from signal handlers. nsv_server_free must not run while another thread is
  * inside any call on the same server: stop the poller (nsv_stop), join it,
- * then free. nsv_last_error_detail is per calling thread. Functions without
+ * then free. Error details are per server and per thread (see Errors
+ * above). Functions without
  * a server (nsv_ev_*, encoders, JSON, nsv_url_parse, nsv_strerror, ...) are
  * safe anywhere; the log level and sink are process-wide.
  */

@@ -37,7 +37,8 @@ enum nsv_event_type {
     NSV_EV_TCP_OPEN = 9,
     NSV_EV_TCP_DATA = 10,
     NSV_EV_TCP_WRITABLE = 11,
-    NSV_EV_TCP_CONNECTED = 12
+    NSV_EV_TCP_CONNECTED = 12,
+    NSV_EV_HANGUP = 13
 };
 
 enum nsv_event_flag {

@@ -140,7 +140,10 @@ enum nsv_event_type {
     NSV_EV_TCP_WRITABLE = 11, /* code 0: queued output crossed the high water mark;
                                  code 1: it fell to the low water mark again
                                  (raw TCP, and streamed HTTP responses) */
-    NSV_EV_TCP_CONNECTED = 12 /* nsv_connect succeeded (failure: ERROR then CLOSE) */
+    NSV_EV_TCP_CONNECTED = 12, /* nsv_connect succeeded (failure: ERROR then CLOSE) */
+    NSV_EV_HANGUP = 13     /* the client ended its side (EOF) while a request of the
+                              connection is with the host (no reply yet, or a
+                              streamed reply in progress); see below */
 };
 
 /* Event flags (nsv_event.flags). */
@@ -151,7 +154,9 @@ enum nsv_event_flag {
     NSV_EVF_CHUNKED = 8,   /* request body arrived chunked (already decoded) */
     NSV_EVF_UPGRADE = 16,  /* request asks for a WebSocket upgrade */
     NSV_EVF_TLS = 32,      /* connection is TLS */
-    NSV_EVF_EOF = 64       /* TCP_DATA: the peer closed its side (no more data) */
+    NSV_EVF_EOF = 64       /* TCP_DATA: the peer closed its side (no more data);
+                              REQUEST: the client had ended its side before the
+                              request was delivered (no HANGUP follows) */
 };
 
 /*
@@ -170,6 +175,17 @@ enum nsv_event_flag {
  * client asked for (SNI, "" if none) and the subject of the client
  * certificate when one was verified against NSV_OPT_TLS_CA_* (e.g.
  * "CN=alice, O=Example", "" otherwise). tls_len is 0 on other events.
+ *
+ * HANGUP: the client ended its side of the connection (TCP FIN) while one of
+ * its requests is with the host, once per connection. The connection stays
+ * open: a client that only shut its write side still gets the reply, and
+ * one that left makes the reply fail with a CLOSE event. A long-poll or
+ * streaming host stops its work for the request here (Node's 'close',
+ * ASGI's http.disconnect, an OpenResty client-abort handler). A request the
+ * client sent before ending its side but that reaches the host afterwards
+ * (pipelined) carries NSV_EVF_EOF instead. A vanished client that sent no
+ * FIN (power loss, a dropped route) is seen only when a write fails or a
+ * timeout expires.
  */
 typedef struct nsv_event {
     uint64_t conn;      /* connection id (0 for server-level errors) */
@@ -343,7 +359,11 @@ NSV_API void nsv_server_free(nsv_server *srv);
 NSV_API const char *nsv_last_error_detail(nsv_server *srv);
 
 /* METHOD: set an integer option (enum nsv_option). NSV_EINVAL for an
- * unknown id, NSV_ERANGE for a bad value. Since 1.0. */
+ * unknown id, NSV_ERANGE for a bad value. NSV_OPT_TCP_LOW_WATER never
+ * exceeds NSV_OPT_TCP_HIGH_WATER: a call that would make low > high gets
+ * NSV_ERANGE (raise the high mark before the low one, lower the low mark
+ * before the high one). Sharded servers: NSV_ESTATE once the workers run;
+ * a single loop accepts it between polls (see "Threads"). Since 1.0. */
 NSV_API int nsv_set_int(nsv_server *srv, int opt, int64_t value);
 /* METHOD: read an integer option; NSV_EINVAL for an unknown id. Since 1.0. */
 NSV_API int64_t nsv_get_int(nsv_server *srv, int opt);
@@ -354,7 +374,8 @@ NSV_API int nsv_opt_by_name(const char *name, size_t len);
 /* METHOD: set a string option (enum nsv_str_option) to len bytes of value
  * (copied; NULL or len 0 clears it). NSV_EINVAL for an unknown id,
  * NSV_ENOTSUP when the build has no TLS, NSV_ESTATE once the option is in
- * use (see enum nsv_str_option). Since 1.0. */
+ * use (see enum nsv_str_option). Sharded servers: NSV_ESTATE once the
+ * workers run; a single loop accepts it between polls. Since 1.0. */
 NSV_API int nsv_set_str(nsv_server *srv, int opt, const char *value, size_t len);
 
 /* METHOD: listen on a URL: "http://host:port", "ws://host:port" (same as
@@ -366,16 +387,25 @@ NSV_API int nsv_set_str(nsv_server *srv, int opt, const char *value, size_t len)
  * NSV_OPT_TLS_VERIFY_CLIENT. Handshakes run inside the loop and fall under
  * NSV_OPT_REQUEST_TIMEOUT_MS. Returns the listener id (>= 0) or NSV_EURL,
  * NSV_EADDRINUSE, NSV_ENOTSUP (a TLS URL when nsv_tls_available() is 0),
- * NSV_ETLS (bad certificate, key or CA), NSV_ESYS. Since 1.0. */
+ * NSV_ETLS (bad certificate, key or CA), NSV_ESYS. The URL names scheme,
+ * host and port only: a path other than "/", a query, a fragment or user
+ * info ("user@") is NSV_EURL. Sharded servers: NSV_ESTATE once the workers
+ * run; a single loop accepts new listeners between polls. Since 1.0. */
 NSV_API int nsv_listen(nsv_server *srv, const char *url, size_t len);
 /* METHOD: the bound port of a listener (useful after port 0), or an error. Since 1.0. */
 NSV_API int nsv_listener_port(nsv_server *srv, int listener);
 
 /* METHOD: register a route. method is "GET", "POST", ... or "ALL"; a GET
- * route also answers HEAD. pattern segments are literals, ":name" params or
- * a final "*" (matches the rest, available as param "*"). Literals beat
- * params, with backtracking. route_id >= 0 comes back in events. flags:
- * enum nsv_route_flag. NSV_EEXIST for the same method+pattern twice. Since 1.0. */
+ * route also answers HEAD. Methods are case-sensitive RFC 9110 tokens of at
+ * most 64 bytes; lower-case letters are NSV_EINVAL (the detail names the
+ * upper-case form: "get" never matches a request). pattern segments are
+ * literals, ":name" params or a final "*" (matches the rest, available as
+ * param "*"). Literals beat params, with backtracking. route_id >= 0 comes
+ * back in events. flags: enum nsv_route_flag; other bits are NSV_EINVAL, and
+ * NSV_ROUTE_WEBSOCKET goes with "GET" only (not "ALL": a handshake is a GET).
+ * NSV_EEXIST for the same method+pattern twice. Sharded servers:
+ * NSV_ESTATE once the workers run; a single loop accepts routes between
+ * polls (they apply to requests parsed after the call). Since 1.0. */
 NSV_API int nsv_route(nsv_server *srv, const char *method, size_t mlen, const char *pattern, size_t plen, int32_t route_id, uint32_t flags);
 
 /* ---- the loop ---- */
@@ -414,7 +444,8 @@ NSV_API int nsv_fd(nsv_server *srv);
 /* METHOD: C push mode: events are passed to fn (in the polling thread for a
  * single loop, on the worker thread for a sharded server) instead of being
  * queued. The arena pointer is valid during the call only. NULL restores
- * pull mode. Set before the first poll/run. Since 1.0. */
+ * pull mode. Sharded servers: set it before the workers start (NSV_ESTATE
+ * after); a single loop may switch between polls. Since 1.0. */
 NSV_API int nsv_set_callback(nsv_server *srv, nsv_event_fn fn, void *ud);
 /* METHOD: run until nsv_stop or a finished drain (callback mode; in pull
  * mode events are left queued). Single loop: runs the loop in the calling
@@ -459,7 +490,12 @@ NSV_API int nsv_drain_start(nsv_server *srv, int timeout_ms);
  * (NSV_EAGAIN while it is over NSV_OPT_MAX_OUTPUT, e.g. after many pipelined
  * replies); the reply itself is not, so one reply larger than the cap is
  * accepted and copied whole. Stream large bodies with nsv_reply_start and
- * nsv_send_chunk, paced by TCP_WRITABLE events. Since 1.0. */
+ * nsv_send_chunk, paced by TCP_WRITABLE events.
+ * Size: the largest reply is 4 GiB - 64 KiB (4294901760 bytes) of status
+ * line, headers and body, together with the output of the connection not
+ * yet sent; past it NSV_ETOOBIG (nothing queued; from another thread of a
+ * sharded server, up to 4 GiB - 1 it is accepted and then fails with an
+ * ERROR event that closes the connection). Since 1.0. */
 NSV_API int nsv_reply(nsv_server *srv, uint64_t conn, int status, const char *headers, size_t hlen, const char *body, size_t blen);
 /* METHOD: many replies in one call. buf holds records, each: uint64 conn,
  * int32 status, uint32 hlen, uint32 blen, uint32 reserved (24 bytes, native
@@ -467,7 +503,9 @@ NSV_API int nsv_reply(nsv_server *srv, uint64_t conn, int status, const char *he
  * to a multiple of 8. Returns the number of replies accepted; a record that
  * fails does not stop the others. Since 1.0. */
 NSV_API int nsv_reply_batch(nsv_server *srv, const char *buf, size_t len);
-/* METHOD: start a chunked (streamed) response. Since 1.0. */
+/* METHOD: start a chunked (streamed) response. The header block counts
+ * against the 4 GiB - 64 KiB maximum of queued output as in nsv_reply
+ * (NSV_ETOOBIG past it). Since 1.0. */
 NSV_API int nsv_reply_start(nsv_server *srv, uint64_t conn, int status, const char *headers, size_t hlen);
 /* METHOD: send one chunk of a streamed response (len 0 is ignored).
  * NSV_EAGAIN when queued output would exceed NSV_OPT_MAX_OUTPUT (nothing
@@ -475,7 +513,9 @@ NSV_API int nsv_reply_start(nsv_server *srv, uint64_t conn, int status, const ch
  * (queued output crossed NSV_OPT_TCP_HIGH_WATER) for the one with code 1
  * (down to NSV_OPT_TCP_LOW_WATER). On a sharded server, from another
  * thread, the limit is four times NSV_OPT_MAX_OUTPUT and an over-limit chunk
- * arrives as an ERROR event and closes the connection. Since 1.0. */
+ * arrives as an ERROR event and closes the connection. At most 4 GiB -
+ * 64 KiB can wait on a connection: past it NSV_ETOOBIG (see nsv_reply).
+ * Since 1.0. */
 NSV_API int nsv_send_chunk(nsv_server *srv, uint64_t conn, const char *data, size_t len);
 /* METHOD: finish a streamed response. Since 1.0. */
 NSV_API int nsv_reply_end(nsv_server *srv, uint64_t conn);
@@ -512,7 +552,9 @@ NSV_API int nsv_ws_upgrade(nsv_server *srv, uint64_t conn, const char *headers, 
  * the connection's output limit is reached (nothing queued), NSV_ESTATE if
  * not a WebSocket or closing. While more than half of NSV_OPT_MAX_OUTPUT
  * waits to be sent, the library stops reading the connection (until a
- * quarter), so answering each message never meets that limit. Since 1.0. */
+ * quarter), so answering each message never meets that limit. At most
+ * 4 GiB - 64 KiB (frame headers included) can wait on a connection: past
+ * it NSV_ETOOBIG (see nsv_reply). Since 1.0. */
 NSV_API int nsv_ws_send(nsv_server *srv, uint64_t conn, int opcode, const char *data, size_t len);
 /* METHOD: start the close handshake with code (1000-1003, 1007-1014,
  * 3000-4999) and a UTF-8 reason of at most 123 bytes. The TCP connection is
@@ -549,7 +591,8 @@ NSV_API int64_t nsv_connect(nsv_server *srv, const char *url, size_t len);
  * from another thread, the call is accepted before the worker sees it: the
  * limit there is four times NSV_OPT_MAX_OUTPUT, and past it the failure
  * arrives as an ERROR event and the connection is closed (a host that
- * pauses on TCP_WRITABLE stays far below). Since 1.0. */
+ * pauses on TCP_WRITABLE stays far below). At most 4 GiB - 64 KiB can
+ * wait on a connection: past it NSV_ETOOBIG (see nsv_reply). Since 1.0. */
 NSV_API int nsv_send(nsv_server *srv, uint64_t conn, const char *data, size_t len);
 /* METHOD: half-close: shut the write side once queued output is sent; the
  * connection closes when the peer has closed too. Since 1.0. */

@@ -134,17 +134,29 @@ static int open_listener(nsv_server *s, const char *host, size_t hlen, int port,
     return fd;
 }
 
-int nsv_listen(nsv_server *s, const char *url, size_t len)
+static int listen_url(nsv_server *s, const char *url, size_t len)
 {
-    if (!s || !url)
-        return NSV_EINVAL;
     if (s->nlisteners >= NSV__MAX_LISTENERS)
         return nsv__set_detail(s, NSV_ERANGE, "too many listeners");
     if (atomic_load(&s->draining) || atomic_load(&s->stop))
         return NSV_ESTOPPED;
     nsv_url u;
+    int shown = (int)(len > 200 ? 200 : len);
     if (nsv_url_parse(url, len, &u) != 0)
-        return nsv__set_detail(s, NSV_EURL, "malformed URL '%.*s'", (int)(len > 200 ? 200 : len), url);
+        return nsv__set_detail(s, NSV_EURL, "malformed URL '%.*s'", shown, url);
+    /* A listener is scheme://host:port; anything more would be ignored. */
+    size_t auth = (size_t)u.scheme_len + 3;
+    if (memchr(url + auth, '@', u.path_off - auth))
+        return nsv__set_detail(s, NSV_EURL, "listen URL '%.*s': user info (user@) is not allowed",
+                               shown, url);
+    if (u.path_len > 1 || (u.path_len == 1 && url[u.path_off] != '/'))
+        return nsv__set_detail(s, NSV_EURL,
+                               "listen URL '%.*s': a listener has no path ('%.*s'); "
+                               "use scheme://host:port, routes select paths",
+                               shown, url, (int)(u.path_len > 100 ? 100 : u.path_len), url + u.path_off);
+    if ((size_t)u.path_off + u.path_len < len)
+        return nsv__set_detail(s, NSV_EURL, "listen URL '%.*s': a query or fragment is not allowed",
+                               shown, url);
     const char *sc = url + u.scheme_off;
     int http = (u.scheme_len == 4 && nsv__strncaseeq(sc, "http", 4)) ||
                (u.scheme_len == 2 && nsv__strncaseeq(sc, "ws", 2)) ||
@@ -196,10 +208,25 @@ int nsv_listen(nsv_server *s, const char *url, size_t len)
     return id;
 }
 
+int nsv_listen(nsv_server *s, const char *url, size_t len)
+{
+    if (!s || !url)
+        return NSV_EINVAL;
+    int r = nsv__setup_begin(s, "nsv_listen", "add listeners");
+    if (r)
+        return r;
+    r = listen_url(s, url, len);
+    nsv__setup_end(s);
+    return r;
+}
+
 int nsv_listener_port(nsv_server *s, int id)
 {
-    if (!s || id < 0 || id >= s->nlisteners)
-        return NSV_EINVAL;
+    if (!s)
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_listener_port: srv is NULL");
+    if (id < 0 || id >= s->nlisteners)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_listener_port: listener %d does not exist (%d listening)",
+                               id, s->nlisteners);
     return s->listeners[id].port;
 }
 
@@ -208,15 +235,35 @@ int nsv_route(nsv_server *s, const char *method, size_t mlen, const char *patter
 {
     if (!s || !method || !pattern || id < 0)
         return NSV_EINVAL;
-    if (!s->router) {
-        s->router = nsv__router_new(&s->alloc);
-        if (!s->router)
-            return NSV_ENOMEM;
+    int ml = (int)(mlen > 64 ? 64 : mlen), pl = (int)(plen > 200 ? 200 : plen);
+    const char *why;
+    if (nsv__router_check(method, mlen, flags, &why)) {
+        uint32_t unknown = flags & ~(uint32_t)NSV_ROUTE_WEBSOCKET;
+        char up[65];
+        int lower = 0;
+        for (int i = 0; i < ml; i++) {
+            up[i] = method[i] >= 'a' && method[i] <= 'z' ? (char)(method[i] - 'a' + 'A') : method[i];
+            lower |= up[i] != method[i];
+        }
+        up[ml] = 0;
+        if (lower && mlen <= 64 && !nsv__router_check(up, mlen, flags, NULL))
+            return nsv__set_detail(s, NSV_EINVAL, "route %.*s %.*s: %s; register \"%s\"", ml, method, pl,
+                                   pattern, why, up);
+        if (unknown && !nsv__router_check(method, mlen, flags & ~unknown, NULL))
+            return nsv__set_detail(s, NSV_EINVAL,
+                                   "route %.*s %.*s: unknown route flags 0x%x (known: NSV_ROUTE_WEBSOCKET)",
+                                   ml, method, pl, pattern, (unsigned)unknown);
+        return nsv__set_detail(s, NSV_EINVAL, "route %.*s %.*s: %s", ml, method, pl, pattern, why);
     }
-    int r = nsv__router_add(s->router, method, mlen, pattern, plen, id, flags);
+    int r = nsv__setup_begin(s, "nsv_route", "add routes");
+    if (r)
+        return r;
+    if (!s->router)
+        s->router = nsv__router_new(&s->alloc);
+    r = s->router ? nsv__router_add(s->router, method, mlen, pattern, plen, id, flags) : NSV_ENOMEM;
+    nsv__setup_end(s);
     if (r < 0)
-        return nsv__set_detail(s, r, "route %.*s %.*s: %s", (int)mlen, method, (int)plen, pattern,
-                               nsv_strerror(r));
+        return nsv__set_detail(s, r, "route %.*s %.*s: %s", ml, method, pl, pattern, nsv_strerror(r));
     return NSV_OK;
 }
 
@@ -224,8 +271,12 @@ int nsv_set_callback(nsv_server *s, nsv_event_fn fn, void *ud)
 {
     if (!s)
         return NSV_EINVAL;
+    int r = nsv__setup_begin(s, "nsv_set_callback", "set the callback");
+    if (r)
+        return r;
     s->cb_ud = ud;
     s->cb = fn;
+    nsv__setup_end(s);
     return NSV_OK;
 }
 
@@ -306,6 +357,7 @@ int nsv_drain_start(nsv_server *s, int timeout_ms)
 
 static int loop_step(nsv_server *s, nsv__loop *l, int timeout_ms)
 {
+    nsv__loop_turn(l); /* output held for pipelined answers goes now */
     nsv__cmd_run(l); /* name lookups that finished */
     nsv__loop_flush_dirty(l);
     /* Parsing buffered (pipelined) requests may have queued events: then

@@ -39,6 +39,13 @@ enum nsv__cstate {
     NSV__C_CONNECTING /* outbound TCP connect in progress */
 };
 
+/* What a reply's header block says (http/response.c). */
+typedef struct nsv__hscan {
+    unsigned seen;           /* which of the headers the library adds are present */
+    uint32_t te_off, te_len; /* the Transfer-Encoding line in the block */
+    uint64_t cl;             /* the Content-Length value, when present */
+} nsv__hscan;
+
 /* Growable byte buffer; memory from the loop pool when it is one block. */
 typedef struct nsv__buf {
     char *p;
@@ -93,6 +100,14 @@ typedef struct nsv__conn {
     uint8_t shut_wr;        /* raw TCP: shut the write side once output is sent */
     uint32_t high_water, low_water;
     uint8_t throttled;      /* not read until the host drains the queue (loop/throttle.c) */
+    uint8_t no_body;        /* streamed reply: the status allows no body (204, 304) */
+    uint8_t fixed_len;      /* streamed reply framed by the host's Content-Length */
+    uint8_t held;           /* output held one turn for the next pipelined answer (loop.c) */
+    uint8_t on_held;        /* linked on the loop's held list */
+    uint8_t eof_seen;       /* HTTP: the peer's EOF was noticed (HANGUP or NSV_EVF_EOF given) */
+    uint8_t watch_hup;      /* EPOLLRDHUP armed: learn of an EOF while not reading */
+    struct nsv__conn *next_held;
+    uint64_t stream_left;   /* fixed_len: body bytes still owed */
 } nsv__conn;
 
 typedef struct nsv__listener {
@@ -126,6 +141,7 @@ typedef struct nsv__loop {
     uint32_t *freelist;
     uint32_t nfree, freecap;
     nsv__conn *dirty;    /* connections with output to flush */
+    nsv__conn *held;     /* connections whose output waits for the next turn */
     char *scratch;
     char *pool[NSV__POOL_MAX];
     int npool;
@@ -142,7 +158,7 @@ typedef struct nsv__loop {
     char detail[256];
     char hc[128];           /* last reply header block that passed the check (response.c) */
     uint32_t hc_len;
-    unsigned hc_seen;
+    nsv__hscan hc_scan;
     /* sharded servers only */
     pthread_t thread;
     int started;
@@ -248,6 +264,8 @@ void nsv__conn_mark_dirty(nsv__loop *l, nsv__conn *c);
 int nsv__conn_flush(nsv__loop *l, nsv__conn *c);
 void nsv__conn_set_events(nsv__loop *l, nsv__conn *c, int rd, int wr);
 void nsv__loop_flush_dirty(nsv__loop *l);
+void nsv__loop_turn(nsv__loop *l);
+void nsv__http_peer_eof(nsv__loop *l, nsv__conn *c);
 uint64_t nsv__conn_id(nsv__loop *l, nsv__conn *c);
 int nsv__throttle(nsv__loop *l, nsv__conn *c);
 int nsv__thread_start(pthread_t *t, const pthread_attr_t *at, void *(*fn)(void *), void *arg);
@@ -272,9 +290,14 @@ int nsv__conn_op(nsv_server *s, nsv__loop *l, uint32_t op, uint64_t id, int stat
 void nsv__options_defaults(nsv_server *s);
 void nsv__drain_check(nsv__loop *l);
 int nsv__scan_headers(const char *h, size_t n, unsigned *seen);
+int nsv__headers_scan(nsv_server *s, const char *h, size_t n, nsv__hscan *out);
+int nsv__reply_check(nsv_server *s, int status, const nsv__hscan *hs, int stream);
 
 /* shard.c */
 int nsv__shard_start(nsv_server *s, int workers);
+int nsv__shard_started(nsv_server *s);
+int nsv__setup_begin(nsv_server *s, const char *call, const char *what);
+void nsv__setup_end(nsv_server *s);
 void nsv__shard_stop(nsv_server *s);
 nsv__loop *nsv__shard_current(nsv_server *s);
 int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, const char *h, size_t hlen,
@@ -288,6 +311,12 @@ int nsv__shard_run(nsv_server *s);
 int nsv__shard_drain_wait(nsv_server *s);
 void nsv__shard_handoff(nsv__loop *from, int fd, int lidx, int kind, const struct sockaddr_storage *ss);
 void nsv__post_resolved(nsv__loop *l, uint64_t id, int err, const struct sockaddr_storage *ss);
+
+/* router.c: the method and flags checks of nsv__router_add. 0, or NSV_EINVAL
+ * with the reason (static text) in *why. Methods are RFC 9110 tokens of at
+ * most 64 bytes without lower-case letters; flags are enum nsv_route_flag
+ * bits, and NSV_ROUTE_WEBSOCKET goes with GET only. */
+int nsv__router_check(const char *method, size_t mlen, uint32_t flags, const char **why);
 
 /* buf.c */
 int64_t nsv__buf_grow_cap(uint32_t cap, uint64_t need);

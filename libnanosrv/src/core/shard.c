@@ -139,11 +139,21 @@ void nsv__cmd_run(nsv__loop *l)
              * that cannot take its answer or its bytes (memory, output cap)
              * is closed with an error event, never left waiting or silently
              * short of data. */
-            nsv__conn *cc = (r == NSV_ENOMEM || r == NSV_EAGAIN) ? nsv__conn_get(l, c.id) : NULL;
+            /* A reply whose framing only the worker could judge (a
+             * Content-Length that must match the body unless the request
+             * was HEAD, a chunk past it) fails the same way; a reply that
+             * never started is answered with a 500 instead. */
+            int framing = (r == NSV_EINVAL || r == NSV_ETOOBIG) && c.op >= NSV__OP_REPLY && c.op <= NSV__OP_END;
+            nsv__conn *cc = (r == NSV_ENOMEM || r == NSV_EAGAIN || framing) ? nsv__conn_get(l, c.id) : NULL;
             if (cc) {
-                static const char msg[] = "queued call failed: output limit or memory";
-                nsv__evq_emit(l, cc, NSV_EV_ERROR, r, 0, msg, sizeof msg - 1);
-                nsv__conn_close(l, cc);
+                const char *msg = framing ? nsv_last_error_detail(l->srv) : "queued call failed: output limit or memory";
+                nsv__evq_emit(l, cc, NSV_EV_ERROR, r, 0, msg, strlen(msg));
+                if (c.op == NSV__OP_END)
+                    ; /* already closing after what was sent */
+                else if (cc->state == NSV__C_PENDING)
+                    nsv__error_reply(l, cc, 500);
+                else
+                    nsv__conn_close(l, cc);
             }
         }
         off += (sizeof c + c.hlen + c.blen + 7) & ~(size_t)7;
@@ -211,9 +221,11 @@ int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, cons
     if (op == NSV__OP_REPLY || op == NSV__OP_START) {
         /* Everything the worker would reject is checked here: once the
          * ticket moves, the reply must not fail there, or the request waits forever. */
-        unsigned seen;
-        if (status < 100 || status > 999 || (hlen && nsv__scan_headers(h, hlen, &seen) != 0))
+        nsv__hscan hs = {0};
+        if (hlen && nsv__headers_scan(s, h, hlen, &hs) != 0)
             return NSV_EINVAL;
+        if ((r = nsv__reply_check(s, status, &hs, op == NSV__OP_START)) != 0)
+            return r;
     }
     switch (op) {
     case NSV__OP_REPLY: r = ticket_step(s, id, NSV__T_PENDING, NSV__T_IDLE); break;
@@ -308,6 +320,7 @@ static void *worker_main(void *arg)
     nsv_server *s = l->srv;
     tl_loop = l;
     while (!atomic_load(&s->stop)) {
+        nsv__loop_turn(l);
         nsv__cmd_run(l);
         nsv__throttle_check(l);
         nsv__loop_flush_dirty(l);
@@ -363,10 +376,43 @@ static int ensure_started(nsv_server *s)
             }
             s->loops[i]->started = 1;
         }
-        s->workers_started = 1;
+        __atomic_store_n(&s->workers_started, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&s->start_lock);
     return r;
+}
+
+int nsv__shard_started(nsv_server *s)
+{
+    return s->sharded && __atomic_load_n(&s->workers_started, __ATOMIC_ACQUIRE);
+}
+
+/* Setup calls (nsv_route, nsv_listen, nsv_set_int, nsv_set_str,
+ * nsv_set_callback) change state the workers read without locks, so a
+ * sharded server refuses them once its workers run. NSV_OK holds start_lock
+ * until nsv__setup_end, so the workers cannot start halfway through. A
+ * single loop is set up from the thread that runs it: always NSV_OK. */
+int nsv__setup_begin(nsv_server *s, const char *call, const char *what)
+{
+    if (!s->sharded)
+        return NSV_OK;
+    if (nsv__shard_started(s))
+        goto running;
+    pthread_mutex_lock(&s->start_lock);
+    if (!s->workers_started)
+        return NSV_OK;
+    pthread_mutex_unlock(&s->start_lock);
+running:
+    return nsv__set_detail(s, NSV_ESTATE,
+                           "%s: the sharded server's workers are running; %s before the first "
+                           "nsv_poll (or nsv_poll_worker, nsv_run, nsv_fd, nsv_drain, nsv_connect)",
+                           call, what);
+}
+
+void nsv__setup_end(nsv_server *s)
+{
+    if (s->sharded)
+        pthread_mutex_unlock(&s->start_lock);
 }
 
 void nsv__shard_stop(nsv_server *s)

@@ -116,7 +116,8 @@ static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const nsv_
     ev->peer_port = c->peer_port;
     ev->flags = (c->keepalive ? NSV_EVF_KEEPALIVE : 0) | (c->head ? NSV_EVF_HEAD : 0) |
                 (c->http10 ? NSV_EVF_HTTP10 : 0) | (c->body_need < 0 ? NSV_EVF_CHUNKED : 0) |
-                ((r.flags & NSV__RF_UPGRADE_WS) ? NSV_EVF_UPGRADE : 0);
+                ((r.flags & NSV__RF_UPGRADE_WS) ? NSV_EVF_UPGRADE : 0) |
+                (c->eof_seen ? NSV_EVF_EOF : 0);
     ev->method_len = (uint32_t)r.method_len;
     ev->method_off = put(d, &off, r.method, r.method_len);
     ev->path_len = (uint32_t)r.path_len;
@@ -367,9 +368,11 @@ void nsv__http_on_readable(nsv__loop *l, nsv__conn *c)
         nsv__conn_close(l, c);
         return;
     }
-    /* EOF. A client may half-close after sending its request: answer it. */
+    /* EOF. A client may half-close after sending its request: answer it,
+     * and tell the host, which may rather stop working for it. */
     c->peer_closed = 1;
     nsv__conn_set_events(l, c, 0, c->writing);
+    nsv__http_peer_eof(l, c);
     if (c->state == NSV__C_READ && c->out.len == c->out.off)
         nsv__conn_close(l, c);
 }

@@ -76,56 +76,200 @@ static char *put_u64(char *p, uint64_t v)
     return p;
 }
 
-enum { HAS_CL = 1, HAS_DATE = 2, HAS_CONN = 4, CONN_CLOSE = 8, HAS_TE = 16 };
+enum { HAS_CL = 1, HAS_DATE = 2, HAS_CONN = 4, CONN_CLOSE = 8, HAS_TE = 16, TE_CHUNKED = 32 };
 
 static int name_is(const char *line, size_t nlen, const char *name, size_t len)
 {
     return nlen == len && nsv__strncaseeq(line, name, len);
 }
 
-/* Validate the host's header block and note which headers it set. Every
- * line must be "Name: value\r\n" without bare CR/LF (no response splitting). */
-int nsv__scan_headers(const char *h, size_t n, unsigned *seen)
+/* Bytes a header may hold. Names: RFC 9110 tokens. Values: visible ASCII,
+ * SP, HTAB and obs-text; never CR, LF, NUL or another control character,
+ * which would split the response or be cut short by a peer. */
+static const unsigned char tchar[256] = {
+    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
+    ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
+    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
+    ['8'] = 1, ['9'] = 1,
+    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1,
+    ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,
+    ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
+    ['Y'] = 1, ['Z'] = 1,
+    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1,
+    ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1,
+    ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
+    ['y'] = 1, ['z'] = 1,
+};
+
+static int value_byte_ok(unsigned char ch) { return ch >= 0x20 ? ch != 0x7f : ch == '\t'; }
+
+static const char *ctl_name(unsigned char ch)
+{
+    switch (ch) {
+    case 0: return "NUL";
+    case '\r': return "CR";
+    case '\n': return "LF";
+    case 0x7f: return "DEL";
+    }
+    return "a control character";
+}
+
+/* The value without the optional whitespace around it. */
+static void trim_ows(const char **v, size_t *n)
+{
+    while (*n && ((*v)[0] == ' ' || (*v)[0] == '\t'))
+        (*v)++, (*n)--;
+    while (*n && ((*v)[*n - 1] == ' ' || (*v)[*n - 1] == '\t'))
+        (*n)--;
+}
+
+/* Validate the host's header block and note what it says about framing.
+ * Every line must be "Name: value\r\n": a token name, a value without
+ * control characters (no response splitting), at most one Content-Length
+ * holding a decimal number. On failure the detail says which byte broke
+ * which rule. */
+int nsv__headers_scan(nsv_server *s, const char *h, size_t n, nsv__hscan *out)
 {
     size_t i = 0;
-    *seen = 0;
+    out->seen = 0;
+    out->cl = 0;
+    out->te_off = out->te_len = 0;
     while (i < n) {
-        size_t start = i, colon = 0;
-        while (i < n && h[i] != '\r' && h[i] != '\n') {
-            if (h[i] == ':' && !colon)
-                colon = i;
+        size_t start = i;
+        while (i < n && tchar[(unsigned char)h[i]])
             i++;
+        if (i == n || h[i] != ':') {
+            if (i == start && i + 1 < n && h[i] == '\r' && h[i + 1] == '\n')
+                return nsv__set_detail(s, NSV_EINVAL, "headers: empty line at byte %zu (the library ends the head itself)", i);
+            if (i == n || h[i] == '\r' || h[i] == '\n')
+                return nsv__set_detail(s, NSV_EINVAL, "headers: line at byte %zu has no ':' after the name", start);
+            unsigned char ch = (unsigned char)h[i];
+            if (i == start)
+                return nsv__set_detail(s, NSV_EINVAL, "headers: line at byte %zu has an empty name", start);
+            if (ch >= 0x20 && ch < 0x7f)
+                return nsv__set_detail(s, NSV_EINVAL, "headers: name \"%.*s\" contains '%c' at byte %zu; names are tokens",
+                                       (int)(i - start), h + start, ch, i);
+            return nsv__set_detail(s, NSV_EINVAL, "headers: name \"%.*s\" contains byte 0x%02x at byte %zu; names are tokens",
+                                   (int)(i - start), h + start, ch, i);
         }
-        if (i + 1 >= n || h[i] != '\r' || h[i + 1] != '\n' || colon <= start)
-            return NSV_EINVAL;
-        for (size_t k = start; k < colon; k++)
-            if ((unsigned char)h[k] <= ' ' || h[k] == 0x7f)
-                return NSV_EINVAL;
-        const char *v = h + colon + 1;
-        size_t vlen = i - colon - 1;
-        size_t nlen = colon - start;
+        if (i == start)
+            return nsv__set_detail(s, NSV_EINVAL, "headers: line at byte %zu has an empty name", start);
         const char *nm = h + start;
-        if (name_is(nm, nlen, "content-length", 14))
-            *seen |= HAS_CL;
-        else if (name_is(nm, nlen, "date", 4))
-            *seen |= HAS_DATE;
-        else if (name_is(nm, nlen, "transfer-encoding", 17))
-            *seen |= HAS_TE;
-        else if (name_is(nm, nlen, "connection", 10)) {
-            *seen |= HAS_CONN;
+        size_t nlen = i - start;
+        size_t vstart = ++i;
+        while (i < n && value_byte_ok((unsigned char)h[i]))
+            i++;
+        if (i == n)
+            return nsv__set_detail(s, NSV_EINVAL, "headers: header \"%.*s\" does not end with CRLF", (int)nlen, nm);
+        if (h[i] == '\r' && (i + 1 == n || h[i + 1] != '\n'))
+            return nsv__set_detail(s, NSV_EINVAL, "headers: value of \"%.*s\" contains a bare CR at byte %zu",
+                                   (int)nlen, nm, i);
+        if (h[i] != '\r')
+            return nsv__set_detail(s, NSV_EINVAL, "headers: value of \"%.*s\" contains %s (0x%02x) at byte %zu",
+                                   (int)nlen, nm, ctl_name((unsigned char)h[i]), (unsigned char)h[i], i);
+        const char *v = h + vstart;
+        size_t vlen = i - vstart;
+        i += 2;
+        if (nlen < 4 || nlen > 17)
+            continue; /* none of the names below */
+        if (name_is(nm, nlen, "content-length", 14)) {
+            if (out->seen & HAS_CL)
+                return nsv__set_detail(s, NSV_EINVAL, "headers: Content-Length appears twice");
+            trim_ows(&v, &vlen);
+            uint64_t cl = 0;
+            size_t k = 0;
+            for (; k < vlen && k < 19 && v[k] >= '0' && v[k] <= '9'; k++)
+                cl = cl * 10 + (uint64_t)(v[k] - '0');
+            if (vlen == 0 || k != vlen)
+                return nsv__set_detail(s, NSV_EINVAL, "headers: Content-Length \"%.*s\" is not a decimal number",
+                                       (int)(vlen > 40 ? 40 : vlen), v);
+            out->seen |= HAS_CL;
+            out->cl = cl;
+        } else if (name_is(nm, nlen, "date", 4)) {
+            out->seen |= HAS_DATE;
+        } else if (name_is(nm, nlen, "transfer-encoding", 17)) {
+            if (out->seen & HAS_TE)
+                return nsv__set_detail(s, NSV_EINVAL, "headers: Transfer-Encoding appears twice");
+            out->seen |= HAS_TE;
+            out->te_off = (uint32_t)start;
+            out->te_len = (uint32_t)(i - start);
+            trim_ows(&v, &vlen);
+            if (vlen == 7 && nsv__strncaseeq(v, "chunked", 7))
+                out->seen |= TE_CHUNKED;
+        } else if (name_is(nm, nlen, "connection", 10)) {
+            out->seen |= HAS_CONN;
             for (size_t k = 0; k + 5 <= vlen; k++)
                 if (nsv__strncaseeq(v + k, "close", 5))
-                    *seen |= CONN_CLOSE;
+                    out->seen |= CONN_CLOSE;
         }
-        i += 2;
     }
     return 0;
+}
+
+int nsv__scan_headers(const char *h, size_t n, unsigned *seen)
+{
+    nsv__hscan hs;
+    int r = nsv__headers_scan(NULL, h, n, &hs);
+    *seen = hs.seen;
+    return r;
+}
+
+/* Framing rules of a reply that need no request: 1xx only through their own
+ * paths, Transfer-Encoding only on streamed replies and only "chunked", no
+ * Content-Length beside it or on a 204. The rules that need the request
+ * (a Content-Length that must match the body unless HEAD or 304) are in
+ * nsv__reply. */
+int nsv__reply_check(nsv_server *s, int status, const nsv__hscan *hs, int stream)
+{
+    const char *call = stream ? "nsv_reply_start" : "nsv_reply";
+    if (status >= 100 && status < 200)
+        return nsv__set_detail(s, NSV_EINVAL, "%s: status %d is an interim (1xx) response, not a final one%s",
+                               call, status, status == 101 ? "; upgrade with nsv_ws_upgrade" : "");
+    if (status < 200 || status > 999)
+        return nsv__set_detail(s, NSV_EINVAL, "%s: status %d is outside 200..999", call, status);
+    if ((hs->seen & HAS_CL) && status == 204)
+        return nsv__set_detail(s, NSV_EINVAL, "%s: a 204 response carries no Content-Length", call);
+    if (!(hs->seen & HAS_TE))
+        return 0;
+    if (!stream)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_reply: Transfer-Encoding in a complete reply (the library "
+                                              "frames it with Content-Length); stream with nsv_reply_start");
+    if (!(hs->seen & TE_CHUNKED))
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_reply_start: Transfer-Encoding other than \"chunked\"; "
+                                              "the library only frames streamed bodies as chunked");
+    if (hs->seen & HAS_CL)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_reply_start: both Content-Length and Transfer-Encoding");
+    if (status == 204 || status == 304)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_reply_start: a %d response has no body to frame", status);
+    return 0;
+}
+
+/* The header block of a reply, validated, through a one-entry cache: hosts
+ * tend to send the same block again and again. */
+static int headers_of(nsv__loop *l, const char *hdrs, size_t hlen, nsv__hscan *hs)
+{
+    if (hlen == 0) {
+        memset(hs, 0, sizeof *hs);
+        return 0;
+    }
+    if (hlen == l->hc_len && !memcmp(hdrs, l->hc, hlen)) {
+        *hs = l->hc_scan; /* the same block as the last reply: already checked */
+        return 0;
+    }
+    int r = nsv__headers_scan(l->srv, hdrs, hlen, hs);
+    if (r == 0 && hlen <= sizeof l->hc) {
+        memcpy(l->hc, hdrs, hlen);
+        l->hc_len = (uint32_t)hlen;
+        l->hc_scan = *hs;
+    }
+    return r;
 }
 
 static void request_done(nsv__loop *l, nsv__conn *c)
 {
     c->served = 1;
     c->unwritable = 0;
+    c->held = 0; /* answered: the next pipelined request may hold it again */
     nsv__ticket(l, c, NSV__T_IDLE);
     if (c->keepalive && !atomic_load(&l->srv->draining)) {
         c->state = NSV__C_READ;
@@ -136,38 +280,61 @@ static void request_done(nsv__loop *l, nsv__conn *c)
     nsv__conn_mark_dirty(l, c);
 }
 
+/* Copy the host's block; a streamed reply to HTTP/1.0 is not chunked, so a
+ * "Transfer-Encoding: chunked" line of the host's would lie: leave it out. */
+static char *put_block(char *p, const char *hdrs, size_t hlen, const nsv__hscan *hs, int drop_te)
+{
+    if (!drop_te || !(hs->seen & HAS_TE)) {
+        memcpy(p, hdrs, hlen);
+        return p + hlen;
+    }
+    memcpy(p, hdrs, hs->te_off);
+    p += hs->te_off;
+    size_t rest = hs->te_off + hs->te_len;
+    memcpy(p, hdrs + rest, hlen - rest);
+    return p + (hlen - rest);
+}
+
 int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t hlen,
                const char *body, size_t blen, int stream)
 {
+    nsv_server *s = l->srv;
     if (c->state != NSV__C_PENDING)
-        return NSV_ESTATE;
-    if (status < 100 || status > 999 || (hlen && !hdrs) || (blen && !body))
+        return c->state == NSV__C_STREAM
+                   ? nsv__set_detail(s, NSV_ESTATE, "%s: a streamed reply is in progress on connection 0x%llx",
+                                     stream ? "nsv_reply_start" : "nsv_reply", (unsigned long long)nsv__conn_id(l, c))
+                   : nsv__set_detail(s, NSV_ESTATE, "%s: connection 0x%llx has no request waiting for a reply",
+                                     stream ? "nsv_reply_start" : "nsv_reply", (unsigned long long)nsv__conn_id(l, c));
+    nsv__hscan hs;
+    if (headers_of(l, hdrs, hlen, &hs) != 0)
         return NSV_EINVAL;
-    unsigned seen = 0;
-    if (hlen == l->hc_len && hlen && !memcmp(hdrs, l->hc, hlen)) {
-        seen = l->hc_seen; /* the same block as the last reply: already checked */
-    } else if (hlen) {
-        if (nsv__scan_headers(hdrs, hlen, &seen) != 0)
-            return NSV_EINVAL;
-        if (hlen <= sizeof l->hc) {
-            memcpy(l->hc, hdrs, hlen);
-            l->hc_len = (uint32_t)hlen;
-            l->hc_seen = seen;
-        }
-    }
+    int r = nsv__reply_check(s, status, &hs, stream);
+    if (r)
+        return r;
+    int no_body = status == 204 || status == 304;
+    /* A Content-Length must say what goes on the wire, except where HTTP
+     * lets it describe a body that is not sent (HEAD, 304). */
+    if (!stream && (hs.seen & HAS_CL) && hs.cl != blen && !c->head && status != 304)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_reply: Content-Length is %llu but the body is %zu bytes",
+                               (unsigned long long)hs.cl, blen);
     if (c->out.len - c->out.off > nsv__out_limit(l))
-        return NSV_EAGAIN;
-    if (seen & CONN_CLOSE || atomic_load(&l->srv->draining))
-        c->keepalive = 0;
-    if (stream && c->http10)
-        c->keepalive = 0; /* no chunked coding in HTTP/1.0: the close ends the body */
-    int no_body = status < 200 || status == 204 || status == 304;
+        return nsv__set_detail(s, NSV_EAGAIN, "nsv_reply: %u bytes already wait to be sent, over the output cap",
+                               c->out.len - c->out.off);
+    int keepalive = c->keepalive;
+    if (hs.seen & CONN_CLOSE || atomic_load(&s->draining))
+        keepalive = 0;
+    int fixed = stream && (hs.seen & HAS_CL) && !c->head && !no_body;
+    if (stream && c->http10 && !fixed)
+        keepalive = 0; /* no chunked coding in HTTP/1.0: the close ends the body */
     size_t send_body = (c->head || no_body || stream) ? 0 : blen;
     const char *rs = reason(status);
     size_t rlen = strlen(rs);
-    int r = nsv__buf_reserve(l, &c->out, 16 + rlen + hlen + 40 + 40 + 40 + 30 + send_body);
+    r = nsv__buf_reserve(l, &c->out, 16 + rlen + hlen + 40 + 40 + 40 + 30 + send_body);
     if (r)
-        return r;
+        return r == NSV_ETOOBIG ? nsv__set_detail(s, r, "%s: %zu bytes do not fit the output buffer",
+                                                  stream ? "nsv_reply_start" : "nsv_reply", hlen + send_body)
+                                : r;
+    c->keepalive = (uint8_t)keepalive;
     nsv__update_date(l);
     char *p = c->out.p + c->out.len;
     memcpy(p, "HTTP/1.1 ", 9);
@@ -177,26 +344,24 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
     p += rlen;
     *p++ = '\r';
     *p++ = '\n';
-    if (hlen) {
-        memcpy(p, hdrs, hlen);
-        p += hlen;
-    }
+    if (hlen)
+        p = put_block(p, hdrs, hlen, &hs, stream && c->http10);
     if (stream) {
-        if (!(seen & HAS_TE) && !c->http10 && !no_body) {
+        if (!(hs.seen & (HAS_TE | HAS_CL)) && !c->http10 && !no_body) {
             memcpy(p, "Transfer-Encoding: chunked\r\n", 28);
             p += 28;
         }
-    } else if (!(seen & HAS_CL) && !no_body) {
+    } else if (!(hs.seen & HAS_CL) && !no_body) {
         memcpy(p, "Content-Length: ", 16);
         p = put_u64(p + 16, blen);
         *p++ = '\r';
         *p++ = '\n';
     }
-    if (!(seen & HAS_DATE)) {
+    if (!(hs.seen & HAS_DATE)) {
         memcpy(p, l->date, 37);
         p += 37;
     }
-    if (!(seen & HAS_CONN)) {
+    if (!(hs.seen & HAS_CONN)) {
         if (!c->keepalive) {
             memcpy(p, "Connection: close\r\n", 19);
             p += 19;
@@ -215,8 +380,11 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
     c->resp_started = 1;
     if (stream) {
         c->state = NSV__C_STREAM;
-        c->high_water = (uint32_t)l->srv->tcp_high_water;
-        c->low_water = (uint32_t)l->srv->tcp_low_water;
+        c->no_body = (uint8_t)no_body;
+        c->fixed_len = (uint8_t)fixed;
+        c->stream_left = hs.cl;
+        c->high_water = (uint32_t)s->tcp_high_water;
+        c->low_water = (uint32_t)s->tcp_low_water;
         nsv__ticket(l, c, NSV__T_STREAM);
         nsv__conn_mark_dirty(l, c);
     } else {
@@ -227,19 +395,28 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
 
 int nsv__send_chunk(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
 {
+    nsv_server *s = l->srv;
     if (c->state != NSV__C_STREAM)
-        return NSV_ESTATE;
+        return nsv__set_detail(s, NSV_ESTATE, "nsv_send_chunk: connection 0x%llx has no streamed reply in progress",
+                               (unsigned long long)nsv__conn_id(l, c));
     if (len && !data)
-        return NSV_EINVAL;
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_send_chunk: data is NULL with len %zu", len);
     if (len == 0 || c->head)
         return NSV_OK;
+    if (c->no_body)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_send_chunk: the response status allows no body (204, 304)");
+    if (c->fixed_len && len > c->stream_left)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_send_chunk: %zu bytes would pass the declared Content-Length "
+                                              "(%llu bytes left)", len, (unsigned long long)c->stream_left);
     if (c->out.len - c->out.off > 0 && c->out.len - c->out.off + len > nsv__out_limit(l))
-        return NSV_EAGAIN;
+        return nsv__set_detail(s, NSV_EAGAIN, "nsv_send_chunk: %u bytes wait to be sent; %zu more would pass the "
+                                              "output cap", c->out.len - c->out.off, len);
+    int framed = !c->http10 && !c->fixed_len;
     int r = nsv__buf_reserve(l, &c->out, len + 24);
     if (r)
-        return r;
+        return r == NSV_ETOOBIG ? nsv__set_detail(s, r, "nsv_send_chunk: %zu bytes do not fit the output buffer", len) : r;
     char *p = c->out.p + c->out.len;
-    if (!c->http10) {
+    if (framed) {
         static const char hex[] = "0123456789abcdef";
         char tmp[20];
         int n = 0;
@@ -255,10 +432,12 @@ int nsv__send_chunk(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
     }
     memcpy(p, data, len);
     p += len;
-    if (!c->http10) {
+    if (framed) {
         *p++ = '\r';
         *p++ = '\n';
     }
+    if (c->fixed_len)
+        c->stream_left -= len;
     c->out.len = (uint32_t)(p - c->out.p);
     nsv__conn_mark_dirty(l, c);
     nsv__out_queued(l, c); /* pace the stream */
@@ -268,8 +447,18 @@ int nsv__send_chunk(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
 int nsv__reply_end(nsv__loop *l, nsv__conn *c)
 {
     if (c->state != NSV__C_STREAM)
-        return NSV_ESTATE;
-    if (!c->http10 && !c->head) {
+        return nsv__set_detail(l->srv, NSV_ESTATE, "nsv_reply_end: connection 0x%llx has no streamed reply in progress",
+                               (unsigned long long)nsv__conn_id(l, c));
+    if (c->fixed_len && c->stream_left) {
+        /* The client waits for bytes that will not come: close, so it sees
+         * a short body instead of reading the next response as its rest. */
+        uint64_t left = c->stream_left;
+        c->keepalive = 0;
+        request_done(l, c);
+        return nsv__set_detail(l->srv, NSV_EINVAL, "nsv_reply_end: %llu bytes short of the declared Content-Length; "
+                                                   "the connection is closed", (unsigned long long)left);
+    }
+    if (!c->http10 && !c->head && !c->fixed_len && !c->no_body) {
         int r = nsv__buf_append(l, &c->out, "0\r\n\r\n", 5);
         if (r)
             return r;

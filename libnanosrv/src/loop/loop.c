@@ -151,7 +151,16 @@ nsv__conn *nsv__conn_alloc(nsv__loop *l)
     uint32_t gen = c->gen + 1;
     if (gen > NSV__GEN_MAX)
         gen = 1;
+    /* A closed connection may still be linked on the flush or held list of
+     * this turn: keep the links, so the lists stay whole (the new
+     * connection passes through them harmlessly). */
+    uint8_t dirty = c->dirty, on_held = c->on_held;
+    nsv__conn *next_dirty = c->next_dirty, *next_held = c->next_held;
     memset(c, 0, sizeof *c);
+    c->dirty = dirty;
+    c->next_dirty = next_dirty;
+    c->on_held = on_held;
+    c->next_held = next_held;
     c->gen = gen;
     c->slot = slot;
     c->route = -1;
@@ -160,17 +169,37 @@ nsv__conn *nsv__conn_alloc(nsv__loop *l)
     return c;
 }
 
-/* EPOLLRDHUP is not watched: a client that half-closes after its request
- * still gets the response; a vanished one is noticed when it is written to. */
+static void arm(nsv__loop *l, nsv__conn *c)
+{
+    struct epoll_event ev = {.events = (c->reading ? EPOLLIN : 0) | (c->writing ? EPOLLOUT : 0) |
+                                       (c->watch_hup ? EPOLLRDHUP : 0),
+                             .data.u64 = EV_DATA(TAG_CONN, c->slot)};
+    epoll_ctl(l->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/* HTTP connections also watch EPOLLRDHUP, so a client that ends its side
+ * while it is not being read (its input buffer full) is still noticed; the
+ * connection stays open, since a client that half-closes after its request
+ * still gets the response. */
 void nsv__conn_set_events(nsv__loop *l, nsv__conn *c, int rd, int wr)
 {
     if (c->reading == rd && c->writing == wr)
         return;
-    struct epoll_event ev = {.events = (rd ? EPOLLIN : 0) | (wr ? EPOLLOUT : 0),
-                             .data.u64 = EV_DATA(TAG_CONN, c->slot)};
-    epoll_ctl(l->epfd, EPOLL_CTL_MOD, c->fd, &ev);
     c->reading = (uint8_t)rd;
     c->writing = (uint8_t)wr;
+    arm(l, c);
+}
+
+/* The peer ended its side (EOF) of an HTTP connection: a request with the
+ * host hears of it by a HANGUP event; requests delivered later carry
+ * NSV_EVF_EOF instead. */
+void nsv__http_peer_eof(nsv__loop *l, nsv__conn *c)
+{
+    if (c->eof_seen)
+        return;
+    c->eof_seen = 1;
+    if (c->state == NSV__C_PENDING || c->state == NSV__C_STREAM)
+        nsv__evq_emit(l, c, NSV_EV_HANGUP, 0, 0, NULL, 0);
 }
 
 void nsv__conn_close(nsv__loop *l, nsv__conn *c)
@@ -233,11 +262,13 @@ nsv__conn *nsv__loop_adopt_kind(nsv__loop *l, int fd, int lidx, int kind, const 
     c->listener = (uint16_t)lidx;
     c->state = NSV__C_READ;
     c->reading = 1;
+    c->watch_hup = kind == 0;
     format_peer(c, ss);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     c->deadline = l->now + l->srv->request_timeout_ms;
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_DATA(TAG_CONN, c->slot)};
+    struct epoll_event ev = {.events = EPOLLIN | (c->watch_hup ? EPOLLRDHUP : 0),
+                             .data.u64 = EV_DATA(TAG_CONN, c->slot)};
     if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
         nsv__conn_close(l, c);
         return NULL;
@@ -411,9 +442,39 @@ void nsv__conn_mark_dirty(nsv__loop *l, nsv__conn *c)
     l->dirty = c;
 }
 
-/* Parse buffered requests of replied connections, then send what can go:
- * output of a connection whose next request is already with the host waits
- * (so pipelined responses leave in one write) unless it grew large. */
+/* Hold a connection's answered output for one turn: its next pipelined
+ * request has just gone to the host, and the answer to that one, if it
+ * comes before the next turn, leaves in the same write. */
+static void hold(nsv__loop *l, nsv__conn *c)
+{
+    c->held = 1;
+    if (c->on_held)
+        return;
+    c->on_held = 1;
+    c->next_held = l->held;
+    l->held = c;
+}
+
+/* A new turn (one nsv_poll, one nsv_run or worker iteration): output held
+ * in the last one goes now, answered or not, so an answer never waits on a
+ * later request the host keeps (a long poll). */
+void nsv__loop_turn(nsv__loop *l)
+{
+    nsv__conn *c = l->held;
+    l->held = NULL;
+    while (c) {
+        nsv__conn *next = c->next_held;
+        c->on_held = 0;
+        c->next_held = NULL;
+        if (c->held && c->state != NSV__C_FREE)
+            nsv__conn_mark_dirty(l, c);
+        c = next;
+    }
+}
+
+/* Parse buffered requests of replied connections, then send what can go.
+ * Output of a connection whose next request has just gone to the host is
+ * held until the next turn (hold above), unless it grew large. */
 void nsv__loop_flush_dirty(nsv__loop *l)
 {
     nsv__conn *c = l->dirty;
@@ -426,11 +487,16 @@ void nsv__loop_flush_dirty(nsv__loop *l)
             nsv__http_process(l, c);
         else if (c->state == NSV__C_WS && c->in.len > c->in.off)
             nsv__ws_on_readable(l, c); /* frames that came with the handshake */
-        if (c->state != NSV__C_FREE && c->out.len > c->out.off &&
-            (c->state != NSV__C_PENDING || c->out.len - c->out.off >= NSV__PIPELINE_OUT))
+        if (c->state != NSV__C_FREE && c->out.len > c->out.off) {
+            if (c->state == NSV__C_PENDING && !c->held && c->out.len - c->out.off < NSV__PIPELINE_OUT) {
+                hold(l, c);
+            } else {
+                c->held = 0;
+                nsv__conn_flush(l, c);
+            }
+        } else if (c->state == NSV__C_CLOSING && c->out.len == c->out.off) {
             nsv__conn_flush(l, c);
-        else if (c->state == NSV__C_CLOSING && c->out.len == c->out.off)
-            nsv__conn_flush(l, c);
+        }
         c = next;
     }
 }
@@ -477,6 +543,20 @@ static void on_conn_event(nsv__loop *l, uint32_t slot, uint32_t events)
         if (nsv__conn_flush(l, c) < 0)
             return;
     }
+    if ((events & EPOLLRDHUP) && !c->reading && c->watch_hup) {
+        /* EOF while not reading: only HTTP needs to know now; stop watching
+         * (it stays signalled) and let a later read find the EOF itself. */
+        c->watch_hup = 0;
+        arm(l, c);
+        if (c->state != NSV__C_WS && c->state != NSV__C_TCP)
+            nsv__http_peer_eof(l, c);
+    }
+    if ((events & EPOLLERR) && c->state != NSV__C_WS && c->state != NSV__C_TCP) {
+        /* A reset after the client's FIN: reads keep returning EOF, writes
+         * fail; nothing more can be said to it. */
+        nsv__conn_close(l, c);
+        return;
+    }
     if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
         if ((c->state == NSV__C_WS || c->state == NSV__C_TCP) && read_stopped(l, c))
             return;
@@ -496,8 +576,8 @@ int nsv__loop_run_once(nsv__loop *l, int timeout_ms)
     int64_t until_sweep = l->next_sweep - l->now;
     if ((l->nused || l->accept_pause_end) && (timeout_ms < 0 || timeout_ms > until_sweep))
         timeout_ms = until_sweep < 0 ? 0 : (int)until_sweep;
-    if (l->dirty || nsv__tls_has_ready(l))
-        timeout_ms = 0; /* buffered requests or decrypted bytes wait */
+    if (l->dirty || l->held || nsv__tls_has_ready(l))
+        timeout_ms = 0; /* buffered requests, held output or decrypted bytes wait */
     int n = epoll_wait(l->epfd, evs, 256, timeout_ms);
     if (n < 0) {
         if (errno != EINTR)

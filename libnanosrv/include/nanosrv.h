@@ -479,14 +479,40 @@ NSV_API int nsv_drain(nsv_server *srv, int timeout_ms);
  * nothing. Safe from any thread and from a signal handler. Since 1.0. */
 NSV_API int nsv_drain_start(nsv_server *srv, int timeout_ms);
 
-/* ---- answering requests ---- */
+/* ---- answering requests ----
+ *
+ * Header blocks (nsv_reply, nsv_reply_start, nsv_reply_batch,
+ * nsv_ws_upgrade) are checked before anything is queued: every line is
+ * "Name: value\r\n" with a token name (RFC 9110: letters, digits and
+ * !#$%&'*+-.^_`|~) and a value of visible ASCII, SP, HTAB or bytes >= 0x80;
+ * CR, LF, NUL, DEL and other control bytes are refused (NSV_EINVAL, and
+ * nsv_last_error_detail names the header and the byte offset), so no reply
+ * can split into two or be cut short by a peer. Framing is checked too:
+ * a reply can put only one framing on the wire, and it must be true.
+ *
+ * Order: a connection's requests reach the host one at a time, and the
+ * answers leave in that order. An answer is written by the end of the next
+ * nsv_poll (one nsv_run or worker iteration), except that when that poll
+ * hands the host the connection's next pipelined request, the answer waits
+ * one poll more, so that both answers leave in one write; it never waits
+ * longer, answered or not (a long-polled second request cannot hold back the
+ * first answer), and while it waits nsv_poll does not block.
+ */
 
 /* METHOD: send a complete response. headers is a block of "Name: value\r\n"
- * lines (may be empty/NULL). Content-Length, Date and Connection are added
- * when absent. For HEAD requests the body is not sent. Errors: NSV_ESTALE,
- * NSV_ESTATE (no request pending, e.g. replied already), NSV_EINVAL (status
- * outside 100..999, bad header block), NSV_EAGAIN (output limit; nothing was
- * queued). Output limit: only output already queued on the connection counts
+ * lines (may be empty/NULL). Content-Length (except on 204 and 304), Date
+ * and Connection are added when absent. For HEAD requests, 204 and 304 the
+ * body is not sent. status is 200..999: 1xx are interim responses, never
+ * final (101 comes from nsv_ws_upgrade). A Content-Length of the host's must
+ * be one decimal number equal to blen, except for HEAD requests and 304
+ * (where it describes the body a GET would get) and is refused on 204;
+ * Transfer-Encoding is refused (use nsv_reply_start). Errors: NSV_ESTALE,
+ * NSV_ESTATE (no request pending, e.g. replied already), NSV_EINVAL (status,
+ * header block or framing; see nsv_last_error_detail), NSV_EAGAIN (output
+ * limit; nothing was queued). On a sharded server, from another thread, a
+ * Content-Length that does not match the body is found by the worker (only
+ * it knows whether the request was HEAD): the client gets a 500, the
+ * connection closes and an ERROR event says why. Output limit: only output already queued on the connection counts
  * (NSV_EAGAIN while it is over NSV_OPT_MAX_OUTPUT, e.g. after many pipelined
  * replies); the reply itself is not, so one reply larger than the cap is
  * accepted and copied whole. Stream large bodies with nsv_reply_start and
@@ -503,7 +529,22 @@ NSV_API int nsv_reply(nsv_server *srv, uint64_t conn, int status, const char *he
  * to a multiple of 8. Returns the number of replies accepted; a record that
  * fails does not stop the others. Since 1.0. */
 NSV_API int nsv_reply_batch(nsv_server *srv, const char *buf, size_t len);
-/* METHOD: start a chunked (streamed) response. The header block counts
+/* METHOD: start a streamed response. What frames the body:
+ * - by default, HTTP/1.1: "Transfer-Encoding: chunked" is added and each
+ *   nsv_send_chunk is one chunk; the host may give that same line itself
+ *   (any other Transfer-Encoding is refused);
+ * - a Content-Length of the host's: a fixed-length stream, no chunking; the
+ *   chunks are counted (NSV_EINVAL for one that would pass the declared
+ *   length, nothing queued) and nsv_reply_end before the count is reached
+ *   returns NSV_EINVAL and closes the connection after what was sent, so the
+ *   client sees a short body, never a desync. Not with Transfer-Encoding;
+ * - HTTP/1.0 requests: no chunked coding exists there: without a
+ *   Content-Length the body is sent as is and the connection closes after
+ *   it ("Connection: close" is added, a Transfer-Encoding line of the
+ *   host's is left out);
+ * - HEAD requests: the headers only (chunks are accepted and not sent);
+ *   204 and 304: no body at all (NSV_EINVAL for a non-empty chunk).
+ * The status and header rules are those of nsv_reply. The header block counts
  * against the 4 GiB - 64 KiB maximum of queued output as in nsv_reply
  * (NSV_ETOOBIG past it). Since 1.0. */
 NSV_API int nsv_reply_start(nsv_server *srv, uint64_t conn, int status, const char *headers, size_t hlen);
@@ -517,7 +558,8 @@ NSV_API int nsv_reply_start(nsv_server *srv, uint64_t conn, int status, const ch
  * 64 KiB can wait on a connection: past it NSV_ETOOBIG (see nsv_reply).
  * Since 1.0. */
 NSV_API int nsv_send_chunk(nsv_server *srv, uint64_t conn, const char *data, size_t len);
-/* METHOD: finish a streamed response. Since 1.0. */
+/* METHOD: finish a streamed response (the final empty chunk of a chunked
+ * one; see nsv_reply_start for a fixed-length stream ended short). Since 1.0. */
 NSV_API int nsv_reply_end(nsv_server *srv, uint64_t conn);
 /* METHOD: close a connection after its queued output is sent. Since 1.0. */
 NSV_API int nsv_close(nsv_server *srv, uint64_t conn);

@@ -433,6 +433,58 @@ static void test_pipeline(void)
     nsv_server_free(s);
 }
 
+/* Sharded, polled from this (non-worker) thread: calls are forwarded. */
+static void test_sharded_framing(void)
+{
+    nsv_server *s = nsv_server_new_sharded(2);
+    int lid = nsv_listen(s, "http://127.0.0.1:0", 18);
+    int port = nsv_listener_port(s, lid);
+    nsv_event ev;
+    char buf[4096];
+    int fd = request(s, port, GET, &ev);
+    ok(fd >= 0, "sharded: request arrives");
+    is_int(nsv_reply(s, ev.conn, 100, NULL, 0, NULL, 0), NSV_EINVAL, "sharded: 1xx refused at once");
+    is_int(nsv_reply(s, ev.conn, 200, "Transfer-Encoding: chunked\r\n", 28, "x", 1), NSV_EINVAL,
+           "sharded: TE in a complete reply refused at once");
+    is_int(nsv_reply(s, ev.conn, 200, "X-A: \x01\r\n", 8, "x", 1), NSV_EINVAL, "sharded: control byte refused at once");
+    ok(detail_has(s, "0x01"), "sharded: with the detail in the calling thread");
+    is_int(nsv_reply(s, ev.conn, 200, "Content-Length: 9\r\n", 19, "x", 1), NSV_OK,
+           "sharded: a Content-Length mismatch is accepted by the calling thread");
+    ok(wait_conn(s, NSV_EV_ERROR, ev.conn, 100), "then an ERROR event for the connection");
+    int n = 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    for (int i = 0; i < 100 && poll(&p, 1, 20) >= 0; i++) {
+        if (!(p.revents & POLLIN))
+            continue;
+        ssize_t r = read(fd, buf + n, sizeof buf - 1 - (size_t)n);
+        if (r <= 0)
+            break;
+        n += (int)r;
+    }
+    buf[n] = 0;
+    ok(strncmp(buf, "HTTP/1.1 500", 12) == 0 && !strstr(buf, "Content-Length: 9"),
+       "the client gets a 500, not the mismatched reply");
+    close(fd);
+
+    fd = request(s, port, HEAD, &ev);
+    is_int(nsv_reply(s, ev.conn, 200, "Content-Length: 9\r\n", 19, NULL, 0), NSV_OK, "sharded: HEAD with Content-Length");
+    n = 0;
+    buf[0] = 0;
+    p.fd = fd;
+    for (int i = 0; i < 100 && poll(&p, 1, 20) >= 0 && !strstr(buf, "\r\n\r\n"); i++) {
+        if (!(p.revents & POLLIN))
+            continue;
+        ssize_t r = read(fd, buf + n, sizeof buf - 1 - (size_t)n);
+        if (r <= 0)
+            break;
+        n += (int)r;
+        buf[n] = 0;
+    }
+    ok(strncmp(buf, "HTTP/1.1 200", 12) == 0 && strstr(buf, "Content-Length: 9\r\n"), "is sent as given");
+    close(fd);
+    nsv_server_free(s);
+}
+
 /* Bug 9: the host hears of a client that ends its side while its request waits. */
 static void test_hangup(void)
 {
@@ -529,6 +581,7 @@ int main(void)
     test_header_bytes();
     test_streams();
     test_pipeline();
+    test_sharded_framing();
     test_hangup();
     return done_testing();
 }

@@ -406,7 +406,7 @@ static void test_pipeline_order(nsv_server *s, int port)
     int in_order = 1;
     const char *p = buf;
     for (int i = 0; i < 16; i++) {
-        char want[8];
+        char want[16];
         snprintf(want, sizeof want, "\r\n/%02d", i);
         const char *q = strstr(p, want);
         if (!q) {

@@ -200,12 +200,11 @@ int64_t nsv_conn_queued(nsv_server *s, uint64_t id)
 int nsv_ws_upgrade(nsv_server *s, uint64_t id, const char *headers, size_t hlen)
 {
     if (s && hlen) {
-        unsigned dummy;
+        nsv__hscan hs;
         if (!headers)
             return nsv__set_detail(s, NSV_EINVAL, "nsv_ws_upgrade: headers is NULL with hlen %zu", hlen);
-        if (nsv__scan_headers(headers, hlen, &dummy) != 0)
-            return nsv__set_detail(s, NSV_EINVAL, "nsv_ws_upgrade: headers must be \"Name: value\\r\\n\" "
-                                   "lines without bare CR or LF (%zu bytes given)", hlen);
+        if (nsv__headers_scan(s, headers, hlen, &hs) != 0)
+            return NSV_EINVAL; /* the detail names the byte and the rule */
     }
     return conn_call(s, "nsv_ws_upgrade", NSV__OP_WS_UPGRADE, id, 0, headers, hlen, NULL, 0, 0);
 }

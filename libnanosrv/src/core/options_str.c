@@ -31,12 +31,15 @@ int nsv__str_opt_by_name(const char *name, size_t len)
 
 int nsv_set_str(nsv_server *s, int opt, const char *v, size_t len)
 {
-    if (!s || (!v && len))
-        return NSV_EINVAL;
+    if (!s)
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_set_str: srv is NULL");
+    if (!v && len)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_set_str: value is NULL with len %zu", len);
     int known = 0;
     for (size_t i = 0; i < NSV__ARRAY_LEN(str_opts); i++)
         known |= str_opts[i].id == opt;
     if (!known)
-        return nsv__set_detail(s, NSV_EINVAL, "unknown string option id %d", opt);
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_set_str: option id %d is not a string option "
+                               "(NSV_OPT_TLS_*, 100..108)", opt);
     return nsv__tls_set_str(s, opt, v, len);
 }

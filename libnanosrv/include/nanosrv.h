@@ -554,7 +554,8 @@ NSV_API int nsv_reply_start(nsv_server *srv, uint64_t conn, int status, const ch
  * (queued output crossed NSV_OPT_TCP_HIGH_WATER) for the one with code 1
  * (down to NSV_OPT_TCP_LOW_WATER). On a sharded server, from another
  * thread, the limit is four times NSV_OPT_MAX_OUTPUT and an over-limit chunk
- * arrives as an ERROR event and closes the connection. At most 4 GiB -
+ * arrives as an ERROR event and closes the connection, and so does a chunk
+ * past the Content-Length of a fixed-length stream. At most 4 GiB -
  * 64 KiB can wait on a connection: past it NSV_ETOOBIG (see nsv_reply).
  * Since 1.0. */
 NSV_API int nsv_send_chunk(nsv_server *srv, uint64_t conn, const char *data, size_t len);

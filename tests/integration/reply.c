@@ -466,6 +466,22 @@ static void test_sharded_framing(void)
        "the client gets a 500, not the mismatched reply");
     close(fd);
 
+    fd = request(s, port, GET, &ev);
+    is_int(nsv_reply_start(s, ev.conn, 200, "Content-Length: 4\r\n", 19), NSV_OK, "sharded: fixed-length stream");
+    is_int(nsv_send_chunk(s, ev.conn, "abc", 3), NSV_OK, "sharded: 3 bytes");
+    is_int(nsv_send_chunk(s, ev.conn, "de", 2), NSV_OK, "sharded: 2 more are accepted by the calling thread");
+    int got_err = 0, got_close = 0;
+    for (int t = 0; t < 100 && !got_close; t++) {
+        int k = nsv_poll(s, evs, 64, arena, sizeof arena, 20);
+        for (int i = 0; i < k; i++) {
+            got_err |= evs[i].type == NSV_EV_ERROR && evs[i].conn == ev.conn && evs[i].code == NSV_EINVAL;
+            got_close |= evs[i].type == NSV_EV_CLOSE && evs[i].conn == ev.conn;
+        }
+    }
+    ok(got_err, "then the worker reports the overrun");
+    ok(got_close, "and closes the connection");
+    close(fd);
+
     fd = request(s, port, HEAD, &ev);
     is_int(nsv_reply(s, ev.conn, 200, "Content-Length: 9\r\n", 19, NULL, 0), NSV_OK, "sharded: HEAD with Content-Length");
     n = 0;

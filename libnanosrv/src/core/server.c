@@ -346,10 +346,13 @@ int nsv_drain_start(nsv_server *s, int timeout_ms)
 {
     if (!s)
         return nsv__set_detail(NULL, NSV_EINVAL, "nsv_drain: srv is NULL");
-    if (atomic_exchange(&s->draining, 1))
+    if (atomic_exchange(&s->drain_claimed, 1))
         return NSV_OK;
+    /* The deadline first: a worker that sees `draining` must not read 0
+     * and close everything at once. */
     s->drain_total = timeout_ms < 0 ? 0 : timeout_ms;
     s->drain_deadline = nsv_millis() + s->drain_total;
+    atomic_store(&s->draining, 1);
     for (int i = 0; i < s->nlisteners; i++)
         close_listener(s, i);
     return nsv_wakeup(s);

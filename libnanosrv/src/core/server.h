@@ -217,7 +217,8 @@ struct nsv_server {
     int sharded;
     atomic_int stop;
     atomic_int draining;
-    int64_t drain_deadline, drain_total;
+    atomic_int drain_claimed;    /* the first nsv_drain_start sets the deadline... */
+    _Atomic int64_t drain_deadline, drain_total; /* ...before `draining` shows */
     atomic_int nconns;   /* open connections across loops */
     int notify[2];       /* sharded: pipe; readable when events wait */
     atomic_int notify_armed;

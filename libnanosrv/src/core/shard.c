@@ -148,11 +148,9 @@ void nsv__cmd_run(nsv__loop *l)
             if (cc) {
                 const char *msg = framing ? nsv_last_error_detail(l->srv) : "queued call failed: output limit or memory";
                 nsv__evq_emit(l, cc, NSV_EV_ERROR, r, 0, msg, strlen(msg));
-                if (c.op == NSV__OP_END)
-                    ; /* already closing after what was sent */
-                else if (cc->state == NSV__C_PENDING)
+                if (cc->state == NSV__C_PENDING)
                     nsv__error_reply(l, cc, 500);
-                else
+                else if (c.op != NSV__OP_END) /* a short END already closes after what was sent */
                     nsv__conn_close(l, cc);
             }
         }

@@ -56,6 +56,7 @@ void nsv__loop_free(nsv__loop *l)
     for (uint32_t i = 0; i < l->nslots; i++) {
         nsv__conn *c = NSV__CONN(l, i);
         if (c->state != NSV__C_FREE) {
+            nsv__ws_free(l, c);
             nsv__tls_free(l, c);
             nsv__free(a, c->tls_host);
             close(c->fd);

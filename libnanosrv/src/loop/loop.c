@@ -552,9 +552,10 @@ static void on_conn_event(nsv__loop *l, uint32_t slot, uint32_t events)
         if (c->state != NSV__C_WS && c->state != NSV__C_TCP)
             nsv__http_peer_eof(l, c);
     }
-    if ((events & EPOLLERR) && c->state != NSV__C_WS && c->state != NSV__C_TCP) {
-        /* A reset after the client's FIN: reads keep returning EOF, writes
-         * fail; nothing more can be said to it. */
+    if (events & EPOLLERR) {
+        /* A reset after the peer's FIN (our bytes reached its closed socket):
+         * reads return EOF forever, writes fail, and the error stays
+         * signalled, so waiting would spin the loop. Nothing more can be said. */
         nsv__conn_close(l, c);
         return;
     }

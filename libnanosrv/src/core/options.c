@@ -1,6 +1,7 @@
 /* options.c - the integer option table: ids, names, ranges, storage. */
 #include "server.h"
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 typedef struct opt_def {
@@ -74,8 +75,24 @@ int nsv_set_int(nsv_server *s, int opt, int64_t v)
     if (v < d->min || v > d->max)
         return nsv__set_detail(s, NSV_ERANGE, "option %s: %lld outside %lld..%lld", d->name,
                                (long long)v, (long long)d->min, (long long)d->max);
-    *(int64_t *)((char *)s + d->field) = v;
-    return NSV_OK;
+    char what[64];
+    snprintf(what, sizeof what, "nsv_set_int(%s)", d->name);
+    int r = nsv__setup_begin(s, what, "set options");
+    if (r)
+        return r;
+    /* The water marks stay a pair with low <= high at every step. */
+    if (opt == NSV_OPT_TCP_LOW_WATER && v > s->tcp_high_water)
+        r = nsv__set_detail(s, NSV_ERANGE,
+                            "option tcp_low_water: %lld is above tcp_high_water (%lld); "
+                            "raise tcp_high_water first", (long long)v, (long long)s->tcp_high_water);
+    else if (opt == NSV_OPT_TCP_HIGH_WATER && v < s->tcp_low_water)
+        r = nsv__set_detail(s, NSV_ERANGE,
+                            "option tcp_high_water: %lld is below tcp_low_water (%lld); "
+                            "lower tcp_low_water first", (long long)v, (long long)s->tcp_low_water);
+    else
+        *(int64_t *)((char *)s + d->field) = v;
+    nsv__setup_end(s);
+    return r;
 }
 
 int64_t nsv_get_int(nsv_server *s, int opt)

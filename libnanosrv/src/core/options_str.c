@@ -2,6 +2,7 @@
  * option belongs to TLS today, so the values live with the TLS code. */
 #include "server.h"
 #include "../tls/tls.h"
+#include <stdio.h>
 #include <string.h>
 
 static const struct {
@@ -35,11 +36,17 @@ int nsv_set_str(nsv_server *s, int opt, const char *v, size_t len)
         return nsv__set_detail(NULL, NSV_EINVAL, "nsv_set_str: srv is NULL");
     if (!v && len)
         return nsv__set_detail(s, NSV_EINVAL, "nsv_set_str: value is NULL with len %zu", len);
-    int known = 0;
+    const char *name = NULL;
     for (size_t i = 0; i < NSV__ARRAY_LEN(str_opts); i++)
-        known |= str_opts[i].id == opt;
-    if (!known)
+        if (str_opts[i].id == opt)
+            name = str_opts[i].name;
+    if (!name)
         return nsv__set_detail(s, NSV_EINVAL, "nsv_set_str: option id %d is not a string option "
                                "(NSV_OPT_TLS_*, 100..108)", opt);
+    if (nsv__shard_started(s)) { /* the TLS values have their own lock; refused for one rule */
+        char what[64];
+        snprintf(what, sizeof what, "nsv_set_str(%s)", name);
+        return nsv__setup_begin(s, what, "set options");
+    }
     return nsv__tls_set_str(s, opt, v, len);
 }

@@ -341,14 +341,33 @@ static route *add_xroute(const nsv__alloc *a, node *n, const char *m, size_t mle
     return &x->r;
 }
 
+int nsv__router_check(const char *method, size_t mlen, uint32_t flags, const char **why)
+{
+    const char *w = NULL;
+    if (!method || mlen == 0)
+        w = "empty method";
+    else if (mlen > 64)
+        w = "method longer than 64 bytes";
+    for (size_t i = 0; !w && i < mlen; i++)
+        if (!is_tchar((unsigned char)method[i]))
+            w = "method is not an RFC 9110 token";
+    for (size_t i = 0; !w && i < mlen; i++)
+        if (method[i] >= 'a' && method[i] <= 'z')
+            w = "method has lower-case letters (methods are case-sensitive)";
+    if (!w && (flags & ~(uint32_t)NSV_ROUTE_WEBSOCKET))
+        w = "unknown route flags";
+    if (!w && (flags & NSV_ROUTE_WEBSOCKET) && !(mlen == 3 && memcmp(method, "GET", 3) == 0))
+        w = "NSV_ROUTE_WEBSOCKET needs method GET (a WebSocket handshake is a GET request)";
+    if (why)
+        *why = w;
+    return w ? NSV_EINVAL : 0;
+}
+
 int nsv__router_add(nsv__router *r, const char *method, size_t mlen,
                     const char *pattern, size_t plen, int32_t id, uint32_t flags)
 {
-    if (!r || !method || !pattern || id < 0 || mlen == 0 || mlen > 64)
+    if (!r || !method || !pattern || id < 0 || nsv__router_check(method, mlen, flags, NULL))
         return NSV_EINVAL;
-    for (size_t i = 0; i < mlen; i++)
-        if (!is_tchar((unsigned char)method[i]))
-            return NSV_EINVAL;
     uint32_t nnames;
     size_t name_bytes;
     int rc = check_pattern(pattern, plen, &nnames, &name_bytes);

@@ -124,6 +124,17 @@ install: lib
 clean:
 	rm -rf build
 
+# Long-running checks, not part of `make test`: tests/long/*.c (a 3 GiB reply
+# served twice; needs about 8 GiB of memory).
+LONG_SRCS := $(sort $(wildcard tests/long/*.c))
+LONGS     := $(LONG_SRCS:tests/long/%.c=$(BUILD)/tests/long/%)
+.PHONY: test-long
+$(BUILD)/tests/long/%: tests/long/%.c $(STATIC) tests/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ilibnanosrv/src -Itests -o $@ $< $(STATIC) $(LDFLAGS) $(LIBS)
+test-long: $(LONGS)
+	@NSV_BUILD=$(BUILD) NSV_TEST_TIMEOUT=1200 prove --timer --exec tests/exec $(LONGS)
+
 -include bench/bench.mk
 -include tests/fuzz/fuzz.mk
 -include tests/shim/shim.mk

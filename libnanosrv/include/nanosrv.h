@@ -291,7 +291,7 @@ enum nsv_ws_opcode {
 typedef struct nsv_url {
     uint32_t scheme_off, scheme_len;
     uint32_t host_off, host_len; /* IPv6 hosts without brackets */
-    uint32_t path_off, path_len; /* "/" when absent */
+    uint32_t path_off, path_len; /* length 0 when absent (read it as "/") */
     uint32_t query_off, query_len;
     int32_t port;   /* explicit port, else the scheme's default, else 0 */
     int32_t is_tls; /* 1 for https, wss, tls */
@@ -512,16 +512,18 @@ NSV_API int nsv_drain_start(nsv_server *srv, int timeout_ms);
  * limit; nothing was queued). On a sharded server, from another thread, a
  * Content-Length that does not match the body is found by the worker (only
  * it knows whether the request was HEAD): the client gets a 500, the
- * connection closes and an ERROR event says why. Output limit: only output already queued on the connection counts
+ * connection closes and an ERROR event says why.
+ * Output limit: only output already queued on the connection counts
  * (NSV_EAGAIN while it is over NSV_OPT_MAX_OUTPUT, e.g. after many pipelined
  * replies); the reply itself is not, so one reply larger than the cap is
  * accepted and copied whole. Stream large bodies with nsv_reply_start and
  * nsv_send_chunk, paced by TCP_WRITABLE events.
  * Size: the largest reply is 4 GiB - 64 KiB (4294901760 bytes) of status
  * line, headers and body, together with the output of the connection not
- * yet sent; past it NSV_ETOOBIG (nothing queued; from another thread of a
- * sharded server, up to 4 GiB - 1 it is accepted and then fails with an
- * ERROR event that closes the connection). Since 1.0. */
+ * yet sent; past it NSV_ETOOBIG (nothing queued). From another thread of a
+ * sharded server a reply over the maximum by itself is refused at once; one
+ * that passes it only with the output already waiting fails on the worker:
+ * the client gets a 500 and an ERROR event says why. Since 1.0. */
 NSV_API int nsv_reply(nsv_server *srv, uint64_t conn, int status, const char *headers, size_t hlen, const char *body, size_t blen);
 /* METHOD: many replies in one call. buf holds records, each: uint64 conn,
  * int32 status, uint32 hlen, uint32 blen, uint32 reserved (24 bytes, native

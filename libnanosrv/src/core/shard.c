@@ -212,9 +212,9 @@ int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, cons
         return NSV_ESTALE;
     if (op == NSV__OP_TCP_SEND && blen == 0)
         return ticket_step(s, id, 4, 4); /* empty send: only validate the id */
-    if (hlen > UINT32_MAX || blen > UINT32_MAX)
-        return nsv__set_detail(s, NSV_ETOOBIG, "%zu bytes passed to a worker; one call carries at most "
-                               "4294967295", hlen > blen ? hlen : blen);
+    if (hlen > NSV__BUF_MAX || blen > NSV__BUF_MAX || hlen + blen > NSV__BUF_MAX)
+        return nsv__set_detail(s, NSV_ETOOBIG, "%zu bytes passed to a worker; a connection's output "
+                               "holds at most %u", hlen + blen, NSV__BUF_MAX);
     int r;
     if (op == NSV__OP_REPLY || op == NSV__OP_START) {
         /* Everything the worker would reject is checked here: once the
@@ -363,6 +363,8 @@ int nsv__shard_start(nsv_server *s, int workers)
  * listeners are set, so configuration never races with them. */
 static int ensure_started(nsv_server *s)
 {
+    if (__atomic_load_n(&s->workers_started, __ATOMIC_ACQUIRE))
+        return NSV_OK; /* every poll comes here: no lock once running */
     pthread_mutex_lock(&s->start_lock);
     int r = NSV_OK;
     if (!s->workers_started) {

@@ -12,7 +12,7 @@ from .errors import ESTALE, check, error, require
 
 log = logging.getLogger("nanosrv")
 _reply = lib.nsv_reply
-_TEXT, _BINARY = 1, 2
+_TEXT, _BINARY = lib.NSV_WS_TEXT, lib.NSV_WS_BINARY
 
 
 def to_bytes(x, what="body"):
@@ -31,7 +31,7 @@ def to_bytes(x, what="body"):
 
 class Connection:
     __slots__ = ("_m", "_s", "id", "_pending", "_closed", "_ws", "_streaming", "_blocked", "_drained",
-                 "__weakref__")
+                 "_hangup", "_gone_fns", "__weakref__")
 
     def __init__(self, manager, conn_id):
         self._m = manager
@@ -43,6 +43,8 @@ class Connection:
         self._streaming = False
         self._blocked = False   # a streamed reply is past the high water mark
         self._drained = None    # callbacks and futures waiting for it to drain
+        self._hangup = False    # the client ended its side (HANGUP) or the connection closed
+        self._gone_fns = None   # callbacks and futures waiting for that
 
     def _ptr(self):
         if self._closed:
@@ -128,6 +130,28 @@ class Connection:
         check(lib.nsv_reply_end(self._ptr(), self.id), self._s)
         self._streaming = False
         self._after_send()
+
+    # ---- the client leaving (see HttpMessage.disconnected) ----
+
+    def _on_gone(self, fn):
+        if self._hangup or self._closed:
+            fn()
+        else:
+            (self._gone_fns or self._init_gone()).append(fn)
+
+    def _init_gone(self):
+        self._gone_fns = []
+        return self._gone_fns
+
+    def _set_hangup(self):
+        self._hangup = True
+        if self._gone_fns:
+            waiting, self._gone_fns = self._gone_fns, None
+            for fn in waiting:
+                try:
+                    fn()
+                except Exception:
+                    log.exception("disconnect callback failed for connection %#x", self.id)
 
     # ---- WebSocket ----
 

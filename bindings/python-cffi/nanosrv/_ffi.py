@@ -5,15 +5,21 @@ copy (bindings/cdef/nanosrv_cdef.h) when running from a checkout, so a
 regenerated cdef is picked up at once, else the copy installed with the
 package. Functions added to the library later simply appear on `lib`;
 `has()` tells whether the loaded library exports one.
+
+Nothing about the ABI is written here by hand: the ABI major comes from
+nanosrv_abi.json, enum constants (event types, flags, errors, options) from
+the cdef'd enums (`ENUMS`, `lib.NSV_*`), and the event record layout from
+the cdef'd struct (`EVENT_FIELDS`), which must agree with the JSON's
+description of it.
 """
 import json
 import os
+import re
 
 import cffi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 _REPO_CDEF = os.path.normpath(os.path.join(HERE, "..", "..", "cdef"))
-ABI_MAJOR_DEFAULT = 1
 
 
 def _find(name):
@@ -32,12 +38,12 @@ def _load_cdef():
         return f.read(), path
 
 
-def _abi_major():
+def _load_abi_json():
     path = _find("nanosrv_abi.json")
     if path is None:
-        return ABI_MAJOR_DEFAULT
+        raise ImportError("nanosrv: nanosrv_abi.json not found (looked in %s and %s)" % (_REPO_CDEF, HERE))
     with open(path) as f:
-        return int(json.load(f).get("abi_major", ABI_MAJOR_DEFAULT))
+        return json.load(f), path
 
 
 def _candidates():
@@ -66,9 +72,27 @@ def _open():
                       + "; ".join(errors))
 
 
-lib, LIBRARY_PATH = _open()
-ABI_MAJOR = _abi_major()
+ABI, ABI_PATH = _load_abi_json()
+ABI_MAJOR = int(ABI["abi_major"])
+
+# Every enum of the cdef: {"nsv_err": {"NSV_ESTALE": -3, ...}, ...}.
+ENUMS = {}
+for _tag in re.findall(r"\benum\s+(\w+)\s*\{", CDEF_TEXT):
+    ENUMS[_tag] = dict(ffi.typeof("enum " + _tag).relements)
+
+# The event record as the cdef declares it: [(name, offset, C type), ...].
+EVENT_FIELDS = [(name, f.offset, f.type.cname) for name, f in ffi.typeof("nsv_event").fields]
 EVENT_SIZE = ffi.sizeof("nsv_event")
+
+# The JSON describes the same record; a cdef and JSON from different
+# generations must not be mixed.
+_jev = ABI["structs"]["nsv_event"]
+_jfields = [(f["name"], f["offset"], f["type"]) for f in _jev["fields"]]
+if _jfields != EVENT_FIELDS or _jev["size"] != EVENT_SIZE:
+    raise ImportError("nanosrv: %s and %s describe nsv_event differently (%d vs %d bytes, fields %s vs %s)"
+                      % (CDEF_PATH, ABI_PATH, EVENT_SIZE, _jev["size"], EVENT_FIELDS, _jfields))
+
+lib, LIBRARY_PATH = _open()
 
 # Refuse a library whose layout differs from the declarations: every event
 # field read below depends on it.

@@ -24,7 +24,8 @@ _ENOBUFS, _ESTOPPED, _EINVAL = lib.NSV_ENOBUFS, lib.NSV_ESTOPPED, lib.NSV_EINVAL
 _EV_REQUEST, _EV_CLOSE, _EV_ERROR = lib.NSV_EV_REQUEST, lib.NSV_EV_CLOSE, lib.NSV_EV_ERROR
 _EV_WS_OPEN, _EV_WS_MESSAGE, _EV_WS_CLOSE = lib.NSV_EV_WS_OPEN, lib.NSV_EV_WS_MESSAGE, lib.NSV_EV_WS_CLOSE
 _EV_WS_PING, _EV_WS_PONG = lib.NSV_EV_WS_PING, lib.NSV_EV_WS_PONG
-_EV_WRITABLE = lib.NSV_EV_TCP_WRITABLE
+_EV_WRITABLE, _EV_HANGUP = lib.NSV_EV_TCP_WRITABLE, lib.NSV_EV_HANGUP
+_WS_TEXT = lib.NSV_WS_TEXT
 _JSON_HDR = b"Content-Type: application/json\r\n"
 _ERR_500 = b'{"error":"internal server error"}'
 _ERR_404 = b'{"error":"not found"}'
@@ -289,18 +290,21 @@ class Manager:
         conns = self._conns
         routes = self._route_fns
         listeners = self._listen_fns
+        # Locals: the loop runs once per event.
+        i_type, i_conn, i_route, ev_request, message, refs = (
+            TYPE, CONN, ROUTE, _EV_REQUEST, HttpMessage, _getrefcount)
         for off in range(0, n * EVENT_SIZE, EVENT_SIZE):
             e = unpack(evb, off)
-            if e[TYPE] != _EV_REQUEST:
+            if e[i_type] != ev_request:
                 self._other(e, arena)
                 continue
-            cid = e[CONN]
+            cid = e[i_conn]
             c = conns.get(cid)
             if c is None:
                 c = conns[cid] = Connection(self, cid)
             c._pending = True
-            msg = HttpMessage(arena, e)
-            r = e[ROUTE]
+            msg = message(arena, e, c)
+            r = e[i_route]
             try:
                 res = (routes[r] if r >= 0 else listeners[e[LISTENER]])(c, msg)
                 if res is not None:
@@ -309,7 +313,7 @@ class Manager:
                 self._failed(c, msg)
             # The arena is reused by the next poll: a message the handler kept
             # (stored, or held by a coroutine) gets its own copy now.
-            if _getrefcount(msg) > 2:
+            if refs(msg) > 2:
                 msg._freeze()
 
     def _result(self, c, msg, res):
@@ -346,11 +350,16 @@ class Manager:
             if c is not None:
                 c._set_writable(e[CODE] != 0)
             return
+        if t == _EV_HANGUP:  # the client ended its side while a request is with us
+            if c is not None:
+                c._set_hangup()
+            return
         if t == _EV_CLOSE:
             if c is not None:
                 del self._conns[cid]
                 c._closed = True
                 c._set_writable(True)  # whoever waits for a drain learns of the close
+                c._set_hangup()  # and whoever waits for the client to leave
                 fn = c._ws or self._event_fn(e)
                 if fn is not None:
                     self._call_event(fn, c, Event.Close, None)
@@ -367,7 +376,7 @@ class Manager:
         if t == _EV_WS_OPEN:
             r = e[ROUTE]
             c._ws = (self._route_ws[r] if 0 <= r < len(self._route_ws) else None) or self._listen_ws_fn(e)
-            msg = HttpMessage(arena, e)
+            msg = HttpMessage(arena, e, c)
             if c._ws is None:
                 log.error("WebSocket opened without a handler; closing it")
                 c.close()
@@ -383,7 +392,7 @@ class Manager:
         data = arena[e[BODY]:e[BODY] + e[BODY_LEN]]
         if t == _EV_WS_MESSAGE:
             op = e[CODE]
-            if op == 1:
+            if op == _WS_TEXT:
                 data = data.decode("utf-8", "surrogateescape")
             self._call_event(fn, c, Event.WsMessage, WsMessage(data, op))
         elif t == _EV_WS_CLOSE:

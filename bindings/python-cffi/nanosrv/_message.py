@@ -9,15 +9,61 @@ and its offsets rebased (see Manager._dispatch).
 import enum
 import struct
 
-# nsv_event: conn, tag, type, flags, route, code, nparams, nheaders,
-# 7 (off, len) pairs, peer_port, listener, 8 reserved bytes = 112 bytes.
-EVENT = struct.Struct("=QQIIiiII14III8x")
-(CONN, TAG, TYPE, FLAGS, ROUTE, CODE, NPARAMS, NHEADERS, METHOD, METHOD_LEN, PATH, PATH_LEN,
- QUERY, QUERY_LEN, HEADERS, HEADERS_LEN, PARAMS, PARAMS_LEN, BODY, BODY_LEN, PEER, PEER_LEN,
- PEER_PORT, LISTENER) = range(24)
-_PAIRS = (METHOD, PATH, QUERY, HEADERS, PARAMS, BODY, PEER)
+from ._ffi import EVENT_FIELDS, EVENT_SIZE, lib
 
-EVF_KEEPALIVE, EVF_HEAD, EVF_HTTP10, EVF_CHUNKED, EVF_UPGRADE, EVF_TLS = 1, 2, 4, 8, 16, 32
+# The struct format of one nsv_event record, built from the cdef'd layout
+# (field order, offsets, types; gaps become pad bytes), so unpacking stays
+# one struct call per record. FIELD maps a field name to its tuple index.
+_CODES = {"uint64_t": "Q", "int64_t": "q", "uint32_t": "I", "int32_t": "i", "uint16_t": "H",
+          "int16_t": "h", "uint8_t": "B", "int8_t": "b", "double": "d"}
+
+
+def _event_format(fields, size):
+    """"=2Q2I2i20I" for today's record: runs of one type are counted, which
+    struct unpacks much faster than the same codes spelled out one by one."""
+    codes, at = [], 0
+    for name, off, ctype in sorted(fields, key=lambda f: f[1]):
+        if ctype not in _CODES:
+            raise ImportError("nanosrv: nsv_event field %s has type %s, which this binding cannot read"
+                              % (name, ctype))
+        if off < at:
+            raise ImportError("nanosrv: nsv_event field %s overlaps the previous one" % name)
+        if off > at:
+            codes.append("x" * (off - at))
+        codes.append(_CODES[ctype])
+        at = off + struct.calcsize("=" + _CODES[ctype])
+    if size > at:
+        codes.append("x" * (size - at))
+    runs = []
+    for c in "".join(codes):
+        if runs and runs[-1][0] == c:
+            runs[-1][1] += 1
+        else:
+            runs.append([c, 1])
+    return "=" + "".join(c if n == 1 else "%d%s" % (n, c) for c, n in runs)
+
+
+EVENT = struct.Struct(_event_format(EVENT_FIELDS, EVENT_SIZE))
+FIELD = {name: i for i, (name, _, _) in enumerate(sorted(EVENT_FIELDS, key=lambda f: f[1]))}
+CONN, TAG, TYPE, FLAGS = FIELD["conn"], FIELD["tag"], FIELD["type"], FIELD["flags"]
+ROUTE, CODE, NPARAMS, NHEADERS = FIELD["route"], FIELD["code"], FIELD["nparams"], FIELD["nheaders"]
+METHOD, METHOD_LEN = FIELD["method_off"], FIELD["method_len"]
+PATH, PATH_LEN = FIELD["path_off"], FIELD["path_len"]
+QUERY, QUERY_LEN = FIELD["query_off"], FIELD["query_len"]
+HEADERS, HEADERS_LEN = FIELD["headers_off"], FIELD["headers_len"]
+PARAMS, PARAMS_LEN = FIELD["params_off"], FIELD["params_len"]
+BODY, BODY_LEN = FIELD["body_off"], FIELD["body_len"]
+PEER, PEER_LEN = FIELD["peer_off"], FIELD["peer_len"]
+TLS, TLS_LEN = FIELD["tls_off"], FIELD["tls_len"]
+PEER_PORT, LISTENER = FIELD["peer_port"], FIELD["listener"]
+# Every (offset, length) pair into the arena, as indices: what a frozen
+# message must copy. The length index follows its offset index.
+_PAIRS = tuple(i for name, i in FIELD.items()
+               if name.endswith("_off") and FIELD.get(name[:-4] + "_len") == i + 1)
+
+EVF_KEEPALIVE, EVF_HEAD, EVF_HTTP10 = lib.NSV_EVF_KEEPALIVE, lib.NSV_EVF_HEAD, lib.NSV_EVF_HTTP10
+EVF_CHUNKED, EVF_UPGRADE, EVF_TLS, EVF_EOF = (lib.NSV_EVF_CHUNKED, lib.NSV_EVF_UPGRADE, lib.NSV_EVF_TLS,
+                                              lib.NSV_EVF_EOF)
 
 
 class Event(enum.IntEnum):
@@ -41,13 +87,10 @@ class Event(enum.IntEnum):
     User = 16
 
 
-class WsOpcode(enum.IntEnum):
-    Continue = 0
-    Text = 1
-    Binary = 2
-    Close = 8
-    Ping = 9
-    Pong = 10
+# Text, Binary, Ping and Pong are the library's nsv_ws_opcode values;
+# Continue and Close are RFC 6455 opcodes the library handles itself.
+WsOpcode = enum.IntEnum("WsOpcode", [("Continue", 0), ("Text", lib.NSV_WS_TEXT), ("Binary", lib.NSV_WS_BINARY),
+                                     ("Close", 8), ("Ping", lib.NSV_WS_PING), ("Pong", lib.NSV_WS_PONG)])
 
 
 def freeze_event(e, arena):
@@ -67,14 +110,29 @@ def freeze_event(e, arena):
     return data, tuple(t)
 
 
+class TlsInfo:
+    """TLS facts of a request: `sni`, the server name the client asked for
+    ("" if none), and `peer_subject`, the subject of the client certificate
+    when one was verified against the server's CA ("" otherwise)."""
+    __slots__ = ("sni", "peer_subject")
+
+    def __init__(self, sni, peer_subject):
+        self.sni = sni
+        self.peer_subject = peer_subject
+
+    def __repr__(self):
+        return "TlsInfo(sni=%r, peer_subject=%r)" % (self.sni, self.peer_subject)
+
+
 class HttpMessage:
     """A complete HTTP request (also the request of a WebSocket upgrade)."""
-    __slots__ = ("_a", "_e", "_h")
+    __slots__ = ("_a", "_e", "_h", "_c")
 
-    def __init__(self, arena, e):
+    def __init__(self, arena, e, conn=None):
         self._a = arena
         self._e = e
         self._h = None
+        self._c = conn
 
     def _freeze(self):
         if not isinstance(self._a, bytes):
@@ -157,6 +215,47 @@ class HttpMessage:
     @property
     def wants_upgrade(self):
         return bool(self._e[FLAGS] & EVF_UPGRADE)
+
+    @property
+    def tls(self):
+        """None on a plain connection, else a TlsInfo (`sni`, `peer_subject`)."""
+        e = self._e
+        if not e[FLAGS] & EVF_TLS:
+            return None
+        o = e[TLS]
+        parts = self._a[o:o + e[TLS_LEN]].split(b"\0")
+        sni = parts[0].decode("utf-8", "surrogateescape") if parts else ""
+        subject = parts[1].decode("utf-8", "surrogateescape") if len(parts) > 1 else ""
+        return TlsInfo(sni, subject)
+
+    @property
+    def disconnected(self):
+        """True once the client has ended its side of the connection: before
+        this request was delivered (NSV_EVF_EOF), or since (NSV_EV_HANGUP, or
+        the connection closed). A half-closed client still gets the reply;
+        a long-poll or streaming handler may stop its work."""
+        if self._e[FLAGS] & EVF_EOF:
+            return True
+        c = self._c
+        return c is not None and (c._hangup or c._closed)
+
+    def on_disconnect(self, fn):
+        """Call fn() once the client has ended its side (at once if it has)."""
+        if self._e[FLAGS] & EVF_EOF or self._c is None:
+            fn()
+        else:
+            self._c._on_gone(fn)
+
+    async def wait_disconnected(self):
+        """asyncio: return once the client has ended its side."""
+        if self.disconnected:
+            return
+        c = self._c
+        if c._m._loop is None:
+            raise RuntimeError("wait_disconnected() needs the asyncio host (nanosrv.aio); use on_disconnect(fn)")
+        fut = c._m._loop.create_future()
+        c._on_gone(lambda: fut.done() or fut.set_result(None))
+        await fut
 
     @property
     def peer(self):

@@ -6,13 +6,15 @@ bound of the result instead of asking for the length first.
 import enum
 
 from ._conn import to_bytes
-from ._ffi import ffi, lib
+from ._ffi import ENUMS, ffi, lib
 from .errors import check
 
 _EPARSE, _EURL = lib.NSV_EPARSE, lib.NSV_EURL
 
-LogLevel = enum.IntEnum("LogLevel", [("None", 0), ("Error", 1), ("Info", 2), ("Debug", 3), ("Verbose", 4)])
-LogLevel.NONE = LogLevel(0)  # `LogLevel.None` is not valid syntax
+# NSV_LOG_NONE .. NSV_LOG_VERBOSE as LogLevel.None .. LogLevel.Verbose.
+LogLevel = enum.IntEnum("LogLevel", sorted(((k[len("NSV_LOG_"):].capitalize(), v)
+                                            for k, v in ENUMS["nsv_log_level"].items()), key=lambda kv: kv[1]))
+LogLevel.NONE = LogLevel(lib.NSV_LOG_NONE)  # `LogLevel.None` is not valid syntax
 
 
 def _call(fn, src, cap, *extra):

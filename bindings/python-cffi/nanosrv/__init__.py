@@ -10,7 +10,7 @@ from . import aio, json
 from ._conn import Connection
 from ._ffi import LIBRARY_PATH, has
 from ._manager import Listener, Manager, ShardedManager
-from ._message import Event, HttpMessage, WsMessage, WsOpcode
+from ._message import Event, HttpMessage, TlsInfo, WsMessage, WsOpcode
 from .errors import Error, NotSupportedError, StaleError, StateError
 from .util import (LogLevel, Url, base64_decode, base64_decode_bytes, base64_encode, base64_encode_bytes,
                    get_log_level, millis, set_log_level, tls_available, url_decode, url_encode, version)
@@ -36,7 +36,7 @@ def sharded_available():
             m.close()
 
 
-__all__ = ["Manager", "ShardedManager", "Connection", "HttpMessage", "WsMessage", "Listener", "Event",
+__all__ = ["Manager", "ShardedManager", "Connection", "HttpMessage", "TlsInfo", "WsMessage", "Listener", "Event",
            "WsOpcode", "LogLevel", "Url", "Error", "StaleError", "StateError", "NotSupportedError",
            "base64_encode", "base64_decode", "base64_encode_bytes", "base64_decode_bytes", "url_encode",
            "url_decode", "json", "set_log_level", "get_log_level", "millis", "tls_available", "version",

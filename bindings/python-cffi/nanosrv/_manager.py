@@ -167,11 +167,17 @@ class Manager:
     # ---- options ----
 
     def set_option(self, name, value):
-        """Set an integer option by name ("max_body", "idle_timeout_ms", ...)."""
+        """Set an option by name: integers ("max_body", "idle_timeout_ms",
+        "tls_verify_client", ...) and strings ("tls_cert_file", "tls_key_file",
+        "tls_ca_file", "tls_cert_pem", ...; str or bytes)."""
         srv = self._live()
         b = name.encode() if isinstance(name, str) else name
         opt = check(lib.nsv_opt_by_name(b, len(b))) if isinstance(b, bytes) else name
-        check(lib.nsv_set_int(srv, opt, value), srv)
+        if isinstance(value, (str, bytes)):
+            v = value.encode() if isinstance(value, str) else value
+            check(lib.nsv_set_str(srv, opt, v, len(v)), srv)
+        else:
+            check(lib.nsv_set_int(srv, opt, value), srv)
 
     def get_option(self, name):
         srv = self._live()

@@ -24,6 +24,6 @@ build = {
    install = {
       -- The shared declarations, installed next to nanosrv.lua where the
       -- module looks first.
-      lua = { "../cdef/nanosrv_cdef.h" },
+      lua = { "../cdef/nanosrv_cdef.h", "../cdef/nanosrv_abi.json" },
    },
 }

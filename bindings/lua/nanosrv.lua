@@ -11,9 +11,6 @@ local bit = require("bit")
 
 local M = { _VERSION = "1.0.0" }
 
--- The binding is written against this ABI; nsv_abi_version() must match.
-local ABI_EXPECTED = 1
-
 ---------------------------------------------------------------------------
 -- Loading: declarations from the shared cdef file, then the shared object.
 ---------------------------------------------------------------------------
@@ -34,22 +31,31 @@ local function read_file(path)
 end
 
 -- One source of declarations for every binding: bindings/cdef/nanosrv_cdef.h
--- in the source tree, or the copy the rockspec installs next to this file.
-local function load_cdef()
-    local env = os.getenv("NANOSRV_CDEF")
-    if env and env ~= "" then -- explicit: no fallback
-        return read_file(env) or error("nanosrv: cannot find nanosrv_cdef.h at NANOSRV_CDEF=" .. env, 3)
+-- (and nanosrv_abi.json) in the source tree, or the copies the rockspec
+-- installs next to this file. $NANOSRV_CDEF / $NANOSRV_ABI_JSON name a file
+-- explicitly (no fallback then).
+local function load_generated(name, envname)
+    local env = os.getenv(envname)
+    if env and env ~= "" then
+        return read_file(env) or error("nanosrv: cannot find " .. name .. " at " .. envname .. "=" .. env, 3), env
     end
-    local paths = { DIR .. "/nanosrv_cdef.h", DIR .. "/../cdef/nanosrv_cdef.h" }
+    local paths = { DIR .. "/" .. name, DIR .. "/../cdef/" .. name }
     for _, p in ipairs(paths) do
         local text = read_file(p)
-        if text then return text end
+        if text then return text, p end
     end
-    error("nanosrv: cannot find nanosrv_cdef.h (tried " .. table.concat(paths, ", ") .. ")", 3)
+    error("nanosrv: cannot find " .. name .. " (tried " .. table.concat(paths, ", ") .. ")", 3)
 end
 
+local CDEF = load_generated("nanosrv_cdef.h", "NANOSRV_CDEF")
 -- A second load of the module (e.g. under another name) must not redeclare.
-if not pcall(ffi.typeof, "nsv_event") then ffi.cdef(load_cdef()) end
+if not pcall(ffi.typeof, "nsv_event") then ffi.cdef(CDEF) end
+
+-- The ABI this binding's declarations describe: abi_major of the JSON
+-- generated with the cdef (the only fact the cdef itself does not carry).
+local ABI_JSON, ABI_JSON_PATH = load_generated("nanosrv_abi.json", "NANOSRV_ABI_JSON")
+local ABI_EXPECTED = tonumber(ABI_JSON:match('"abi_major"%s*:%s*(%d+)'))
+    or error("nanosrv: no abi_major in " .. ABI_JSON_PATH, 2)
 
 local function load_library()
     local env = os.getenv("NANOSRV_LIBRARY")
@@ -74,8 +80,8 @@ M.library_path = LIBPATH
 do
     local abi = C.nsv_abi_version()
     if abi ~= ABI_EXPECTED then
-        error(string.format("nanosrv: ABI mismatch: %s has ABI %d, this binding needs ABI %d",
-                            LIBPATH, abi, ABI_EXPECTED), 2)
+        error(string.format("nanosrv: ABI mismatch: %s has ABI %d, this binding needs ABI %d (%s)",
+                            LIBPATH, abi, ABI_EXPECTED, ABI_JSON_PATH), 2)
     end
     local lib_size, decl_size = tonumber(C.nsv_event_size()), ffi.sizeof("nsv_event")
     if lib_size ~= decl_size then
@@ -96,19 +102,29 @@ M.features = { websocket = has("nsv_ws_send") and has("nsv_ws_close"),
 -- Constants and errors
 ---------------------------------------------------------------------------
 
+-- Every enum of the cdef, names taken from its text and values read
+-- through the FFI: M.enums.nsv_err.NSV_ESTALE == -3, ... No number about
+-- the ABI is written in this file.
+M.enums = {}
+for tag, body in CDEF:gmatch("enum%s+([%w_]+)%s*(%b{})") do
+    local t = {}
+    for name in body:gmatch("([%a_][%w_]*)%s*=") do t[name] = tonumber(C[name]) end
+    M.enums[tag] = t
+end
+
 local EV_REQUEST, EV_CLOSE, EV_ERROR = C.NSV_EV_REQUEST, C.NSV_EV_CLOSE, C.NSV_EV_ERROR
 local EV_WS_OPEN, EV_WS_MESSAGE, EV_WS_CLOSE = C.NSV_EV_WS_OPEN, C.NSV_EV_WS_MESSAGE, C.NSV_EV_WS_CLOSE
-local EV_WRITABLE = C.NSV_EV_TCP_WRITABLE
+local EV_WRITABLE, EV_HANGUP = C.NSV_EV_TCP_WRITABLE, C.NSV_EV_HANGUP
 local ENOBUFS, ESTOPPED, ENOTFOUND = C.NSV_ENOBUFS, C.NSV_ESTOPPED, C.NSV_ENOTFOUND
 local EVF_KEEPALIVE, EVF_HEAD, EVF_HTTP10 = C.NSV_EVF_KEEPALIVE, C.NSV_EVF_HEAD, C.NSV_EVF_HTTP10
 local EVF_CHUNKED, EVF_UPGRADE, EVF_TLS = C.NSV_EVF_CHUNKED, C.NSV_EVF_UPGRADE, C.NSV_EVF_TLS
+local EVF_EOF = C.NSV_EVF_EOF
 
-M.TEXT, M.BINARY, M.PING, M.PONG = 1, 2, 9, 10
+M.TEXT, M.BINARY, M.PING, M.PONG = C.NSV_WS_TEXT, C.NSV_WS_BINARY, C.NSV_WS_PING, C.NSV_WS_PONG
+-- Error codes by name without the prefix: M.errors.ESTALE == C.NSV_ESTALE.
 M.errors = {}
-for _, name in ipairs({ "EINVAL", "ENOMEM", "ESTALE", "ESTATE", "ECLOSED", "EURL", "EADDRINUSE",
-                        "ESYS", "ENOBUFS", "EAGAIN", "ENOTSUP", "ERANGE", "ENOTFOUND", "ETOOBIG",
-                        "ETIMEDOUT", "ECONNREFUSED", "ETLS", "ESTOPPED", "EPARSE", "EEXIST" }) do
-    M.errors[name] = C["NSV_" .. name]
+for name, code in pairs(M.enums.nsv_err) do
+    if code < 0 then M.errors[name:sub(5)] = code end
 end
 
 -- The detail text is per server and only rewritten by failures that have
@@ -211,7 +227,8 @@ M.json_integer = json_scalar("json_integer", C.nsv_json_integer, int_out, tonumb
 M.json_integer64 = json_scalar("json_integer64", C.nsv_json_integer, int_out, function(v) return v end)
 M.json_boolean = json_scalar("json_boolean", C.nsv_json_boolean, bool_out, function(v) return v ~= 0 end)
 
-local LEVELS = { none = 0, error = 1, info = 2, debug = 3, verbose = 4 }
+local LEVELS = {} -- "none" .. "verbose" from enum nsv_log_level
+for name, v in pairs(M.enums.nsv_log_level) do LEVELS[name:sub(9):lower()] = v end
 function M.log_level() return C.nsv_log_level() end
 function M.set_log_level(level)
     local v = type(level) == "string" and LEVELS[level:lower()] or level
@@ -298,6 +315,21 @@ req_fields.http10 = flag(EVF_HTTP10)
 req_fields.chunked = flag(EVF_CHUNKED)
 req_fields.upgrade = flag(EVF_UPGRADE)
 req_fields.tls = flag(EVF_TLS)
+-- The client had ended its side before this request was delivered.
+req_fields.disconnected = flag(EVF_EOF)
+-- TLS block "sni\0peer_subject\0" (nil on a plain connection).
+local function tls_part(n)
+    return function(r)
+        local ev, a = req_ev(r)
+        if bit.band(ev.flags, EVF_TLS) == 0 then return nil end
+        local block = ffi.string(a + ev.tls_off, ev.tls_len)
+        local parts = {}
+        for p in (block .. "\0"):gmatch("([^%z]*)%z") do parts[#parts + 1] = p end
+        return parts[n] or ""
+    end
+end
+req_fields.sni = tls_part(1)
+req_fields.peer_subject = tls_part(2)
 req_fields.params = function(r) return r._p end
 
 function Req.header(r, name)
@@ -373,6 +405,16 @@ local function srv_handle(s)
     return h
 end
 
+-- A response its handler did not answer at once waits in srv._held, where
+-- a HANGUP finds it; answering takes it out.
+local function unhold(res)
+    if res._held then
+        res._held = nil
+        local held, k = res._s._held, conn_key(res._c)
+        if held[k] == res then held[k] = nil end
+    end
+end
+
 function Res:send(status, body, headers)
     status = status_arg(status, "send")
     body = body_arg(body, 2, "send")
@@ -380,6 +422,7 @@ function Res:send(status, body, headers)
     local h = srv_handle(self._s)
     check(C.nsv_reply(h, self._c, status, hb, #hb, body, #body), "reply", self._s)
     self._st = DONE
+    if self._held then unhold(self) end
 end
 
 function Res:start(status, headers)
@@ -388,6 +431,7 @@ function Res:start(status, headers)
     local h = srv_handle(self._s)
     check(C.nsv_reply_start(h, self._c, status, hb, #hb), "reply_start", self._s)
     self._st = STREAMING
+    if self._held then unhold(self) end
     self._s._streams[conn_key(self._c)] = self -- for its TCP_WRITABLE events
 end
 
@@ -409,6 +453,7 @@ function Res:close()
     check(C.nsv_close(h, self._c), "close", self._s)
     self._st = DONE
     self._s._streams[conn_key(self._c)] = nil
+    if self._held then unhold(self) end
 end
 
 -- Flow control for streams: false while the queued output is past the high
@@ -430,6 +475,18 @@ function Res:queued()
 end
 
 function Res:replied() return self._st == DONE end
+
+-- res.disconnected is true once the client has ended its side while this
+-- request was with the host (NSV_EV_HANGUP), or before it was delivered
+-- (NSV_EVF_EOF), or the connection closed. The reply may still be sent (a
+-- half-closed client gets it); a long poll or a stream may stop instead.
+-- on_disconnect(fn) runs fn then (at once if it is so already).
+function Res:on_disconnect(fn)
+    if self.disconnected then return fn() end
+    local w = self._gone or {}
+    w[#w + 1] = fn
+    self._gone = w
+end
 
 ---------------------------------------------------------------------------
 -- WebSocket connection object, one per open socket.
@@ -477,6 +534,19 @@ local function log_handler_error(what, err)
     io.stderr:flush()
 end
 
+local function res_disconnected(res)
+    if res.disconnected then return end
+    res.disconnected = true
+    local w = res._gone
+    if w then
+        res._gone = nil
+        for i = 1, #w do
+            local fine, err = xpcall(w[i], traceback)
+            if not fine then log_handler_error("disconnect", err) end
+        end
+    end
+end
+
 local function res_writable(res, ok)
     res._blocked = not ok
     local w = res._drain
@@ -513,7 +583,7 @@ function M.server(opts)
         _cap = cap, _arena = ffi.new("char[?]", cap),
         _gen = 0, _polling = false, _next_route = 1,
         _handlers = {}, _wsroutes = {}, _ws = {}, _on = {}, _streams = {},
-        _reqs = {}, listeners = {},
+        _reqs = {}, _held = {}, listeners = {},
     }, Server)
     for i = 0, batch - 1 do self._reqs[i] = new_req(self, i) end
     -- Unmatched requests: 404 unless srv:fallback() says otherwise.
@@ -671,13 +741,18 @@ local function dispatch(self, i)
     if t == EV_REQUEST then
         local req = self._reqs[i]
         req._g = self._gen
-        local res = setmetatable({ _c = ev.conn, _s = self, _st = PENDING }, Res)
+        local res = setmetatable({ _c = ev.conn, _s = self, _st = PENDING,
+                                   disconnected = bit.band(ev.flags, EVF_EOF) ~= 0 }, Res)
         -- Route ids are 1..n, so the lookup stays in the array part (the JIT
         -- cannot compile a key that may fall into the hash part: -1).
         local route = ev.route
         local hnd = route > 0 and self._handlers[route] or self._fallback
         local ok, err = xpcall(hnd, traceback, req, res)
         if not ok then request_failed(self, res, err) end
+        if res._st == PENDING then -- answered later: a HANGUP must find it
+            res._held = true
+            self._held[conn_key(ev.conn)] = res
+        end
     elseif t == EV_WS_MESSAGE then
         local ws = self._ws[conn_key(ev.conn)]
         if ws and ws._c == ev.conn then
@@ -700,13 +775,26 @@ local function dispatch(self, i)
         if res and res._c == ev.conn then
             res_writable(res, ev.code ~= 0)
         end
+    elseif t == EV_HANGUP then
+        -- The client ended its side while its request is with us.
+        local key = conn_key(ev.conn)
+        local res = self._held[key] or self._streams[key]
+        if res and res._c == ev.conn then res_disconnected(res) end
     elseif t == EV_CLOSE then
         -- Gone without a WS_CLOSE event: 1006 (no close frame, RFC 6455).
-        ws_closed(self, conn_key(ev.conn), 1006, "")
-        local res = self._streams[conn_key(ev.conn)]
+        local key = conn_key(ev.conn)
+        ws_closed(self, key, 1006, "")
+        local res = self._streams[key]
         if res and res._c == ev.conn then
-            self._streams[conn_key(ev.conn)] = nil
+            self._streams[key] = nil
             res_writable(res, true)
+            res_disconnected(res)
+        end
+        res = self._held[key]
+        if res and res._c == ev.conn then
+            self._held[key] = nil
+            res._held = nil
+            res_disconnected(res)
         end
         local f = self._on.close
         if f then

@@ -49,9 +49,14 @@ export class Request {
   readonly bodyLength: number;
   readonly remoteAddress: string;
   readonly remotePort: number;
+  /** The client ended its side (NSV_EV_HANGUP / NSV_EVF_EOF) or left; 'close' was emitted. */
+  readonly closed: boolean;
   header(name: string): string | string[] | undefined;
   text(): string;
   json(): any;
+  on(event: 'close', listener: () => void): this;
+  once(event: 'close', listener: () => void): this;
+  off(event: 'close', listener: () => void): this;
 }
 
 export class Response {

@@ -44,7 +44,13 @@ for (const [name, value] of Object.entries(abi.enums.nsv_err)) errNames[value] =
 // 4-byte aligned, so typed-array reads over the event buffer need no DataView.
 const ev = abi.structs.nsv_event;
 const eventWords = {};
-for (const f of ev.fields) eventWords[f.name] = f.offset / 4;
+for (const f of ev.fields) {
+  if (f.offset % 4 !== 0 || f.count !== 1 || !/^u?int(32|64)_t$/.test(f.type)) {
+    throw new Error(`nanosrv: nsv_event field ${f.name} (${f.type} at ${f.offset}) in ${file} cannot be read as 32-bit words`);
+  }
+  eventWords[f.name] = f.offset / 4;
+}
+if (ev.size % 8 !== 0) throw new Error(`nanosrv: nsv_event size ${ev.size} in ${file} is not a multiple of 8`);
 
 module.exports = {
   file,

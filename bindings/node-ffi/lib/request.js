@@ -21,6 +21,8 @@ class Request {
     this._bo = u32[w + W.body_off]; this._bl = u32[w + W.body_len];
     this._eo = u32[w + W.peer_off]; this._el = u32[w + W.peer_len];
     this.remotePort = u32[w + W.peer_port];
+    this.closed = false; // the client ended its side or left ('close' emitted)
+    this._on = null;
     this._method = this._path = this._query = this._headers = this._params = this._body = undefined;
   }
 
@@ -106,6 +108,33 @@ class Request {
   }
 
   _release() { this._a = null; }
+
+  // Minimal emitter: 'close' once the client has ended its side while the
+  // request is with the handler (NSV_EV_HANGUP), had ended it before the
+  // request was delivered (NSV_EVF_EOF), or the connection closed. The
+  // response may still be sent: a half-closed client gets it.
+  on(event, fn) {
+    ((this._on || (this._on = {}))[event] || (this._on[event] = [])).push(fn);
+    return this;
+  }
+
+  once(event, fn) {
+    const w = (...a) => { this.off(event, w); fn(...a); };
+    return this.on(event, w);
+  }
+
+  off(event, fn) {
+    const l = this._on && this._on[event];
+    if (l) { const i = l.indexOf(fn); if (i >= 0) l.splice(i, 1); }
+    return this;
+  }
+
+  _hangup() {
+    if (this.closed) return;
+    this.closed = true;
+    const l = this._on && this._on.close;
+    if (l) for (const fn of l.slice()) fn();
+  }
 }
 
 function decodeParam(v) {

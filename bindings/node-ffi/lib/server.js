@@ -226,6 +226,11 @@ class Server extends EventEmitter {
           if (this.listenerCount('clientError')) this.emit('clientError', nsvError(i32[w + W.code], msg), conn);
           break;
         }
+        case C.NSV_EV_HANGUP: { // the client ended its side while its request is with us
+          const res = this._pending.get(conn);
+          if (res !== undefined) this._hangup(res);
+          break;
+        }
         case C.NSV_EV_TCP_WRITABLE: { // a streamed reply's output crossed a water mark
           const res = this._pending.get(conn);
           if (res !== undefined) {
@@ -260,6 +265,13 @@ class Server extends EventEmitter {
     this._live.push(req);
     if (!handler) { res.statusCode = 404; res.json({ error: 'not found' }); return; }
     this._run(handler, req, res);
+    // Delivered after the client ended its side: 'close' once the handler
+    // had its chance to listen for it.
+    if (req.flags & C.NSV_EVF_EOF) process.nextTick(() => this._hangup(res));
+  }
+
+  _hangup(res) {
+    try { res.req._hangup(); } catch (e) { this._failed(e, res.req, res); }
   }
 
   _run(handler, req, res) {
@@ -312,6 +324,7 @@ class Server extends EventEmitter {
     if (res !== undefined) {
       this._pending.delete(conn);
       try { res._closed(); } catch (e) { this._failed(e, res.req, res); }
+      this._hangup(res);
     }
     const ws = this._sockets.get(conn);
     if (ws !== undefined) this._wsGone(ws, 1006, '');

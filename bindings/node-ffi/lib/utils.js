@@ -3,7 +3,12 @@
 // level, versions). The C encoders return the full output length and write
 // only if it fits, so each call sizes its output buffer first.
 const { check, nsvError, typeError } = require('./errors');
-const { constants: C } = require('./abi');
+const { constants: C, structs } = require('./abi');
+
+// nsv_url field name -> byte offset, from the generated description.
+const URL_SIZE = structs.nsv_url.size;
+const URL_OFF = {};
+for (const fld of structs.nsv_url.fields) URL_OFF[fld.name] = fld.offset;
 
 function bytes(x, what) {
   if (typeof x === 'string') return Buffer.from(x, 'utf8');
@@ -46,10 +51,16 @@ function makeUtils(getNative) {
     parseUrl(url) {
       if (typeof url !== 'string') throw typeError('url', 'a string', url);
       const s = Buffer.from(url, 'utf8');
-      const out = Buffer.alloc(40); // nsv_url: 8 uint32 + 2 int32
+      const out = Buffer.alloc(URL_SIZE);
       check(f().nsv_url_parse(s, s.length, out), () => url);
-      const part = (i) => s.toString('utf8', out.readUInt32LE(i * 8), out.readUInt32LE(i * 8) + out.readUInt32LE(i * 8 + 4));
-      return { scheme: part(0), host: part(1), path: part(2), query: part(3), port: out.readInt32LE(32), tls: out.readInt32LE(36) === 1 };
+      const part = (n) => {
+        const o = out.readUInt32LE(URL_OFF[`${n}_off`]);
+        return s.toString('utf8', o, o + out.readUInt32LE(URL_OFF[`${n}_len`]));
+      };
+      return {
+        scheme: part('scheme'), host: part('host'), path: part('path'), query: part('query'),
+        port: out.readInt32LE(URL_OFF.port), tls: out.readInt32LE(URL_OFF.is_tls) === 1,
+      };
     },
     // JSON value at a path such as "$.a.b[2].c"; undefined when absent.
     jsonString(json, path) {

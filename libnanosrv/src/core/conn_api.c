@@ -34,9 +34,10 @@ int nsv__conn_op(nsv_server *s, nsv__loop *l, uint32_t op, uint64_t id, int stat
     case NSV__OP_END:
         return nsv__reply_end(l, c);
     case NSV__OP_CLOSE:
-        if (c->state == NSV__C_CLOSING)
+        if (c->closing)
             return NSV_OK;
-        c->state = NSV__C_CLOSING;
+        c->closing = 1;
+        c->state = 0; /* an HTTP request in flight is abandoned */
         nsv__conn_mark_dirty(l, c);
         return NSV_OK;
     case NSV__OP_TAG:

@@ -185,7 +185,7 @@ static int listen_url(nsv_server *s, const char *url, size_t len)
     nsv__listener *L = &s->listeners[id];
     L->fd = L->wfd[0] = fd;
     L->port = port;
-    L->kind = tcp ? 1 : 0;
+    L->proto = tcp ? &nsv__proto_tcp : &nsv__proto_http;
     L->tls = !u.is_tls ? NSV__TLS_NONE : tcp ? NSV__TLS_RAW : NSV__TLS_HTTP;
     for (int k = 1; per_worker && k < s->nloops; k++) {
         int p2 = 0;
@@ -322,20 +322,13 @@ void nsv__drain_check(nsv__loop *l)
         return;
     for (uint32_t i = 0; i < l->nslots; i++) {
         nsv__conn *c = NSV__CONN(l, i);
-        /* Idle keep-alive connections go; a fresh one may still be about to
-         * send its first request (then answered with Connection: close), so
-         * it gets a short grace. */
-        int idle = c->served || l->now >= s->drain_deadline - s->drain_total + 500;
-        if (c->state == NSV__C_READ && idle && !c->req_started && c->in.len == c->in.off &&
-            c->out.len == c->out.off)
-            nsv__conn_close(l, c);
-        else if (c->state == NSV__C_WS) /* WebSockets hear "going away" and close cleanly */
-            nsv__ws_close(l, c, 1001, "server shutting down", 20);
+        if (c->proto && c->proto->on_drain)
+            c->proto->on_drain(l, c);
     }
     if (atomic_load(&s->nconns) == 0 || l->now >= s->drain_deadline) {
         for (uint32_t i = 0; i < l->nslots; i++) {
             nsv__conn *c = NSV__CONN(l, i);
-            if (c->state != NSV__C_FREE)
+            if (c->proto)
                 nsv__conn_close(l, c);
         }
         atomic_store(&s->stop, 1);

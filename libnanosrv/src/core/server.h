@@ -28,16 +28,44 @@
 #define NSV__ID_LOOP(id) ((uint32_t)(((id) >> 24) & 0xFFu))
 #define NSV__ID_GEN(id) ((uint32_t)((id) >> 32))
 
-enum nsv__cstate {
-    NSV__C_FREE = 0,
+/* Where an HTTP/1 request is in its life (nsv__conn.state; 0 for the other
+ * protocols, which keep their state in their own fields). */
+enum nsv__http_state {
+    NSV__C_NONE = 0,  /* not reading requests (closing, or not HTTP) */
     NSV__C_READ,      /* waiting for (the rest of) a request */
     NSV__C_PENDING,   /* request delivered; waiting for the host's reply */
-    NSV__C_STREAM,    /* streamed reply in progress */
-    NSV__C_CLOSING,   /* flush output, then close */
-    NSV__C_WS,        /* WebSocket */
-    NSV__C_TCP,       /* raw TCP stream */
-    NSV__C_CONNECTING /* outbound TCP connect in progress */
+    NSV__C_STREAM     /* streamed reply in progress */
 };
+
+typedef struct nsv__conn nsv__conn;
+typedef struct nsv__loop nsv__loop;
+
+/* What a protocol does with a connection: the loop knows connections only
+ * through this table (one static instance per protocol; an upgrade or a
+ * finished connect swaps it). Optional entries are NULL. */
+enum { NSV__P_STREAM = 1,   /* reads stop while its own output is past half the cap
+                               or a sharded host lags (raw TCP, WebSocket) */
+       NSV__P_WATCH_HUP = 2 /* learn of the peer's EOF even while not reading */ };
+typedef struct nsv__proto {
+    const char *name;
+    unsigned flags;
+    void (*on_open)(nsv__loop *l, nsv__conn *c);      /* accepted (after TLS setup); optional */
+    void (*on_readable)(nsv__loop *l, nsv__conn *c);  /* input, EOF or error to read */
+    void (*on_event)(nsv__loop *l, nsv__conn *c);     /* optional: takes every poller event itself
+                                                         (an outbound connect in progress) */
+    int (*on_dirty)(nsv__loop *l, nsv__conn *c);      /* on the flush list: process buffered input;
+                                                         1 = output may wait one turn (pipelining) */
+    void (*on_flushed)(nsv__loop *l, nsv__conn *c);   /* output moved (some or all sent); optional */
+    void (*on_blocked)(nsv__loop *l, nsv__conn *c);   /* output met a full socket; NULL: idle deadline */
+    void (*on_timer)(nsv__loop *l, nsv__conn *c);     /* the deadline passed; NULL: close */
+    void (*on_tick)(nsv__loop *l, nsv__conn *c);      /* each sweep otherwise; optional */
+    void (*on_drain)(nsv__loop *l, nsv__conn *c);     /* each drain check; optional */
+    void (*on_tls_ready)(nsv__loop *l, nsv__conn *c); /* TLS handshake finished; optional */
+    void (*on_peer_eof)(nsv__loop *l, nsv__conn *c);  /* EOF seen while not reading; optional */
+    void (*on_close)(nsv__loop *l, nsv__conn *c);     /* the slot is about to be freed; optional */
+} nsv__proto;
+
+extern const nsv__proto nsv__proto_http, nsv__proto_ws, nsv__proto_tcp, nsv__proto_connect;
 
 /* What a reply's header block says (http/response.c). */
 typedef struct nsv__hscan {
@@ -53,10 +81,12 @@ typedef struct nsv__buf {
     uint32_t off; /* consumed prefix (output: bytes already sent) */
 } nsv__buf;
 
-typedef struct nsv__conn {
+struct nsv__conn {
     int fd;
     uint32_t gen;
-    uint8_t state;
+    const nsv__proto *proto; /* NULL: a free slot */
+    uint8_t state;      /* HTTP: enum nsv__http_state */
+    uint8_t closing;    /* flush the output, then close (any protocol) */
     uint8_t keepalive;  /* current request keeps the connection */
     uint8_t head;       /* current request is HEAD */
     uint8_t seen;       /* the host has seen an event: send it CLOSE */
@@ -108,13 +138,13 @@ typedef struct nsv__conn {
     uint8_t watch_hup;      /* EPOLLRDHUP armed: learn of an EOF while not reading */
     struct nsv__conn *next_held;
     uint64_t stream_left;   /* fixed_len: body bytes still owed */
-} nsv__conn;
+};
 
 typedef struct nsv__listener {
     int fd;                      /* primary socket (worker 0 / single loop) */
     int wfd[NSV__MAX_LOOPS];     /* per-worker SO_REUSEPORT sockets (wfd[0] == fd) */
     int port;
-    int kind; /* 0 http */
+    const nsv__proto *proto; /* what its connections speak */
     int tls;  /* NSV__TLS_* (tls/tls.h): 0 plain */
 } nsv__listener;
 
@@ -125,7 +155,7 @@ typedef struct nsv__evq {
     uint32_t count;
 } nsv__evq;
 
-typedef struct nsv__loop {
+struct nsv__loop {
     nsv_server *srv;
     int idx;
     int epfd;
@@ -178,7 +208,7 @@ typedef struct nsv__loop {
     atomic_int throttled;   /* stream reads stopped until the host drains q */
     uint64_t *thr;          /* ids of the connections stopped */
     uint32_t nthr, thr_cap;
-} nsv__loop;
+};
 
 /* Per-slot ticket readable from any thread: (generation << 3) | wsok | state.
  * NSV__T_WSOK rides on PENDING when the request is a valid WebSocket
@@ -266,7 +296,6 @@ int nsv__conn_flush(nsv__loop *l, nsv__conn *c);
 void nsv__conn_set_events(nsv__loop *l, nsv__conn *c, int rd, int wr);
 void nsv__loop_flush_dirty(nsv__loop *l);
 void nsv__loop_turn(nsv__loop *l);
-void nsv__http_peer_eof(nsv__loop *l, nsv__conn *c);
 uint64_t nsv__conn_id(nsv__loop *l, nsv__conn *c);
 int nsv__throttle(nsv__loop *l, nsv__conn *c);
 int nsv__thread_start(pthread_t *t, const pthread_attr_t *at, void *(*fn)(void *), void *arg);
@@ -274,7 +303,6 @@ void nsv__throttle_release(nsv__loop *l);
 void nsv__throttle_check(nsv__loop *l);
 nsv__conn *nsv__conn_alloc(nsv__loop *l);
 void nsv__cmd_run(nsv__loop *l);
-nsv__conn *nsv__loop_adopt(nsv__loop *l, int fd, int lidx, const struct sockaddr_storage *ss);
 
 /* Per-connection operations: run in place on the owning loop (conn_api.c)
  * or queued to it from another thread (shard.c). */
@@ -310,7 +338,7 @@ int64_t nsv__shard_need(nsv_server *s);
 int nsv__shard_fd(nsv_server *s);
 int nsv__shard_run(nsv_server *s);
 int nsv__shard_drain_wait(nsv_server *s);
-void nsv__shard_handoff(nsv__loop *from, int fd, int lidx, int kind, const struct sockaddr_storage *ss);
+void nsv__shard_handoff(nsv__loop *from, int fd, int lidx, const struct sockaddr_storage *ss);
 void nsv__post_resolved(nsv__loop *l, uint64_t id, int err, const struct sockaddr_storage *ss);
 
 /* router.c: the method and flags checks of nsv__router_add. 0, or NSV_EINVAL
@@ -337,18 +365,12 @@ int nsv__evq_copy_out(nsv__loop *l, nsv_event *evs, int max, char *arena, size_t
 int64_t nsv__evq_need(nsv__loop *l);
 
 /* http_conn.c */
-void nsv__http_on_readable(nsv__loop *l, nsv__conn *c);
 void nsv__http_process(nsv__loop *l, nsv__conn *c);
 void nsv__out_queued(nsv__loop *l, nsv__conn *c);
 void nsv__read_resume(nsv__loop *l, nsv__conn *c);
-void nsv__http_timeout(nsv__loop *l, nsv__conn *c);
 
 /* tcp.c */
-nsv__conn *nsv__loop_adopt_kind(nsv__loop *l, int fd, int lidx, int kind, const struct sockaddr_storage *ss);
-void nsv__tcp_on_readable(nsv__loop *l, nsv__conn *c);
-void nsv__tcp_on_writable(nsv__loop *l, nsv__conn *c);
-void nsv__tcp_tls_connected(nsv__loop *l, nsv__conn *c);
-void nsv__tcp_after_flush(nsv__loop *l, nsv__conn *c);
+nsv__conn *nsv__loop_adopt(nsv__loop *l, int fd, int lidx, const struct sockaddr_storage *ss);
 int nsv__tcp_send(nsv__loop *l, nsv__conn *c, const char *data, size_t len);
 int nsv__tcp_op(nsv__loop *l, nsv__conn *c, int op, int64_t a, int64_t b);
 int64_t nsv__tcp_connect_here(nsv__loop *l, const char *url, size_t len);
@@ -357,12 +379,8 @@ void nsv__tcp_resolved(nsv__loop *l, uint64_t id, int err, const struct sockaddr
 /* ws_conn.c */
 void nsv__ws_check_request(nsv__conn *c, const nsv__request *r);
 int nsv__ws_accept(nsv__loop *l, nsv__conn *c, const char *extra, size_t elen);
-void nsv__ws_on_readable(nsv__loop *l, nsv__conn *c);
 int nsv__ws_send(nsv__loop *l, nsv__conn *c, int opcode, const char *data, size_t len);
 int nsv__ws_close(nsv__loop *l, nsv__conn *c, int code, const char *reason, size_t len);
-void nsv__ws_timer(nsv__loop *l, nsv__conn *c);
-void nsv__ws_free(nsv__loop *l, nsv__conn *c);
-void nsv__ws_lost(nsv__loop *l, nsv__conn *c);
 int nsv__ws_broadcast_loop(nsv__loop *l, int32_t route, int opcode, const char *data, size_t len);
 
 /* response.c */

@@ -107,7 +107,6 @@ static int cmd_push(nsv__loop *l, const cmd *c, const char *h, const char *b)
 }
 
 /* Worker side: run the commands queued since the last iteration. */
-nsv__conn *nsv__loop_adopt(nsv__loop *l, int fd, int lidx, const struct sockaddr_storage *ss);
 
 void nsv__cmd_run(nsv__loop *l)
 {
@@ -126,7 +125,7 @@ void nsv__cmd_run(nsv__loop *l)
         memcpy(&c, p + off, sizeof c);
         const char *h = p + off + sizeof c, *b = h + c.hlen;
         if (c.op == NSV__OP_ADOPT)
-            nsv__loop_adopt_kind(l, (int)c.arg, c.status, (int)c.id, &c.ss);
+            nsv__loop_adopt(l, (int)c.arg, c.status, &c.ss);
         else if (c.op == NSV__OP_RESOLVED)
             nsv__tcp_resolved(l, c.id, c.status, &c.ss);
         else if (c.op == NSV__OP_CONNECT)
@@ -160,15 +159,15 @@ void nsv__cmd_run(nsv__loop *l)
     l->cmd_spare_cap = cap;
 }
 
-void nsv__shard_handoff(nsv__loop *from, int fd, int lidx, int kind, const struct sockaddr_storage *ss)
+void nsv__shard_handoff(nsv__loop *from, int fd, int lidx, const struct sockaddr_storage *ss)
 {
     nsv_server *s = from->srv;
     nsv__loop *to = s->loops[from->rr++ % (uint32_t)s->nloops];
     if (to == from) {
-        nsv__loop_adopt_kind(from, fd, lidx, kind, ss);
+        nsv__loop_adopt(from, fd, lidx, ss);
         return;
     }
-    cmd c = {.op = NSV__OP_ADOPT, .status = lidx, .id = (uint64_t)kind, .arg = (uint64_t)fd, .ss = *ss};
+    cmd c = {.op = NSV__OP_ADOPT, .status = lidx, .arg = (uint64_t)fd, .ss = *ss};
     if (cmd_push(to, &c, NULL, NULL) != 0) {
         close(fd);
         atomic_fetch_sub(&s->nconns, 1);

@@ -93,7 +93,7 @@ static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const nsv_
     if (route < 0 && s->auto_404) {
         c->state = NSV__C_PENDING;
         auto_404(l, c, &r);
-        return c->state == NSV__C_FREE ? H_ERROR : H_DONE;
+        return !c->proto ? H_ERROR : H_DONE;
     }
     size_t plen = 0;
     for (uint32_t i = 0; i < np; i++)
@@ -269,7 +269,7 @@ void nsv__http_process(nsv__loop *l, nsv__conn *c)
             break; /* the client is not reading: stop producing responses */
         size_t consumed = 0;
         int r = handle(l, c, c->in.p + c->in.off, c->in.len - c->in.off, &consumed);
-        if (r == H_ERROR || c->state == NSV__C_FREE)
+        if (r == H_ERROR || !c->proto)
             return;
         if (r == H_MORE)
             break;
@@ -288,13 +288,13 @@ static void process_scratch(nsv__loop *l, nsv__conn *c, char *data, size_t n)
     while (c->state == NSV__C_READ && done < n) {
         size_t consumed = 0;
         int r = handle(l, c, data + done, n - done, &consumed);
-        if (r == H_ERROR || c->state == NSV__C_FREE)
+        if (r == H_ERROR || !c->proto)
             return;
         if (r == H_MORE)
             break;
         done += consumed;
     }
-    if (done < n && c->state != NSV__C_CLOSING) {
+    if (done < n && !c->closing) {
         if (nsv__buf_append(l, &c->in, data + done, n - done) != 0)
             nsv__error_reply(l, c, 503);
     }
@@ -314,23 +314,19 @@ static size_t read_room(nsv__loop *l, nsv__conn *c)
     return want;
 }
 
-static void discard_input(nsv__loop *l, nsv__conn *c)
+/* The peer ended its side (EOF): a request with the host hears of it by a
+ * HANGUP event; requests delivered later carry NSV_EVF_EOF instead. */
+static void peer_eof(nsv__loop *l, nsv__conn *c)
 {
-    ssize_t n = nsv__io_recv(l, c, l->scratch, NSV__SCRATCH);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-        if (c->lingering || c->out.len == c->out.off)
-            nsv__conn_close(l, c);
-        else
-            c->peer_closed = 1, nsv__conn_set_events(l, c, 0, c->writing);
-    }
+    if (c->eof_seen)
+        return;
+    c->eof_seen = 1;
+    if (c->state == NSV__C_PENDING || c->state == NSV__C_STREAM)
+        nsv__evq_emit(l, c, NSV_EV_HANGUP, 0, 0, NULL, 0);
 }
 
-void nsv__http_on_readable(nsv__loop *l, nsv__conn *c)
+static void on_readable(nsv__loop *l, nsv__conn *c)
 {
-    if (c->lingering || c->state == NSV__C_CLOSING) {
-        discard_input(l, c);
-        return;
-    }
     int into_scratch = c->state == NSV__C_READ && c->in.len == c->in.off &&
                        c->out.len - c->out.off < NSV__PIPELINE_OUT;
     ssize_t n;
@@ -372,19 +368,15 @@ void nsv__http_on_readable(nsv__loop *l, nsv__conn *c)
      * and tell the host, which may rather stop working for it. */
     c->peer_closed = 1;
     nsv__conn_set_events(l, c, 0, c->writing);
-    nsv__http_peer_eof(l, c);
+    peer_eof(l, c);
     if (c->state == NSV__C_READ && c->out.len == c->out.off)
         nsv__conn_close(l, c);
 }
 
-void nsv__http_timeout(nsv__loop *l, nsv__conn *c)
+/* The deadline passed: a request still arriving gets 408; anything else
+ * (an idle keep-alive connection, a reply the client does not read) closes. */
+static void on_timer(nsv__loop *l, nsv__conn *c)
 {
-    if (c->state == NSV__C_CONNECTING) {
-        static const char msg[] = "connect: timed out";
-        nsv__evq_emit_simple(l, c, NSV_EV_ERROR, NSV_ETIMEDOUT, msg, sizeof msg - 1);
-        nsv__conn_close(l, c);
-        return;
-    }
     if (c->state == NSV__C_READ && c->req_started && !c->resp_started &&
         c->out.len == c->out.off && !c->lingering) {
         nsv__error_reply(l, c, 408);
@@ -392,3 +384,58 @@ void nsv__http_timeout(nsv__loop *l, nsv__conn *c)
     }
     nsv__conn_close(l, c);
 }
+
+static void on_open(nsv__loop *l, nsv__conn *c) { c->state = NSV__C_READ; }
+
+/* On the flush list: parse requests buffered while the host was busy. The
+ * answered output may wait one turn when the next request went to the host. */
+static int on_dirty(nsv__loop *l, nsv__conn *c)
+{
+    if (c->state == NSV__C_READ && c->in.len > c->in.off)
+        nsv__http_process(l, c);
+    return c->proto && c->state == NSV__C_PENDING;
+}
+
+/* All output sent: parse what waits (parsing stopped for the backlog), or
+ * close an idle connection whose client has gone. */
+static void on_flushed(nsv__loop *l, nsv__conn *c)
+{
+    if (c->out.len != c->out.off || c->state != NSV__C_READ)
+        return;
+    if (c->in.len > c->in.off)
+        nsv__conn_mark_dirty(l, c);
+    else if (c->peer_closed)
+        nsv__conn_close(l, c);
+}
+
+/* A full socket: a request still arriving keeps its own deadline. */
+static void on_blocked(nsv__loop *l, nsv__conn *c)
+{
+    if (c->deadline == 0 || c->state != NSV__C_READ)
+        c->deadline = l->now + l->srv->idle_timeout_ms;
+}
+
+/* Draining: idle keep-alive connections go; a fresh one may still be about
+ * to send its first request (then answered with Connection: close), so it
+ * gets a short grace. */
+static void on_drain(nsv__loop *l, nsv__conn *c)
+{
+    nsv_server *s = l->srv;
+    int idle = c->served || l->now >= s->drain_deadline - s->drain_total + 500;
+    if (c->state == NSV__C_READ && idle && !c->req_started && c->in.len == c->in.off &&
+        c->out.len == c->out.off)
+        nsv__conn_close(l, c);
+}
+
+const nsv__proto nsv__proto_http = {
+    .name = "an HTTP connection",
+    .flags = NSV__P_WATCH_HUP,
+    .on_open = on_open,
+    .on_readable = on_readable,
+    .on_dirty = on_dirty,
+    .on_flushed = on_flushed,
+    .on_blocked = on_blocked,
+    .on_timer = on_timer,
+    .on_drain = on_drain,
+    .on_peer_eof = peer_eof,
+};

@@ -275,7 +275,8 @@ static void request_done(nsv__loop *l, nsv__conn *c)
         c->state = NSV__C_READ;
         c->deadline = l->now + l->srv->idle_timeout_ms;
     } else {
-        c->state = NSV__C_CLOSING;
+        c->state = NSV__C_NONE;
+        c->closing = 1;
     }
     nsv__conn_mark_dirty(l, c);
 }
@@ -479,7 +480,8 @@ int nsv__error_reply(nsv__loop *l, nsv__conn *c, int status)
                      status, rs, strlen(rs) + 1, l->date,
                      status == 426 ? "Sec-WebSocket-Version: 13\r\nUpgrade: websocket\r\n" : "", rs);
     c->keepalive = 0;
-    c->state = NSV__C_CLOSING;
+    c->state = NSV__C_NONE;
+    c->closing = 1;
     c->resp_started = 1;
     c->deadline = l->now + l->srv->idle_timeout_ms;
     if (c->out.len - c->out.off == 0)

@@ -55,8 +55,9 @@ void nsv__loop_free(nsv__loop *l)
     const nsv__alloc *a = &l->srv->alloc;
     for (uint32_t i = 0; i < l->nslots; i++) {
         nsv__conn *c = NSV__CONN(l, i);
-        if (c->state != NSV__C_FREE) {
-            nsv__ws_free(l, c);
+        if (c->proto) {
+            if (c->proto->on_close)
+                c->proto->on_close(l, c);
             nsv__tls_free(l, c);
             nsv__free(a, c->tls_host);
             close(c->fd);
@@ -98,8 +99,7 @@ int nsv__loop_add_listener(nsv__loop *l, int lidx)
     if (fd < 0)
         return 0; /* hand-off mode: only worker 0 accepts */
     struct epoll_event ev = {.events = EPOLLIN,
-                             .data.u64 = EV_DATA(TAG_LISTENER, fd) | ((uint64_t)lidx << 32) |
-                                         ((uint64_t)(l->srv->listeners[lidx].kind & 0xFF) << 48)};
+                             .data.u64 = EV_DATA(TAG_LISTENER, fd) | ((uint64_t)lidx << 32)};
     return epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : NSV_ESYS;
 }
 
@@ -111,7 +111,7 @@ nsv__conn *nsv__conn_get(nsv__loop *l, uint64_t id)
     if (slot >= l->nslots)
         return NULL;
     nsv__conn *c = NSV__CONN(l, slot);
-    if (c->state == NSV__C_FREE || c->gen != NSV__ID_GEN(id))
+    if (!c->proto || c->gen != NSV__ID_GEN(id))
         return NULL;
     return c;
 }
@@ -191,27 +191,14 @@ void nsv__conn_set_events(nsv__loop *l, nsv__conn *c, int rd, int wr)
     arm(l, c);
 }
 
-/* The peer ended its side (EOF) of an HTTP connection: a request with the
- * host hears of it by a HANGUP event; requests delivered later carry
- * NSV_EVF_EOF instead. */
-void nsv__http_peer_eof(nsv__loop *l, nsv__conn *c)
-{
-    if (c->eof_seen)
-        return;
-    c->eof_seen = 1;
-    if (c->state == NSV__C_PENDING || c->state == NSV__C_STREAM)
-        nsv__evq_emit(l, c, NSV_EV_HANGUP, 0, 0, NULL, 0);
-}
-
 void nsv__conn_close(nsv__loop *l, nsv__conn *c)
 {
-    if (c->state == NSV__C_FREE)
+    if (!c->proto)
         return;
-    if (c->ws)
-        nsv__ws_lost(l, c);
+    if (c->proto->on_close)
+        c->proto->on_close(l, c);
     if (c->seen)
         nsv__evq_emit_simple(l, c, NSV_EV_CLOSE, 0, NULL, 0);
-    nsv__ws_free(l, c);
     nsv__tls_free(l, c);
     if (c->tls_host) {
         nsv__free(&l->srv->alloc, c->tls_host);
@@ -222,7 +209,9 @@ void nsv__conn_close(nsv__loop *l, nsv__conn *c)
     atomic_store_explicit(&tk[c->slot % CHUNK], 0, memory_order_release);
     nsv__buf_release(l, &c->in);
     nsv__buf_release(l, &c->out);
-    c->state = NSV__C_FREE;
+    c->proto = NULL;
+    c->state = 0;
+    c->closing = 0;
     c->fd = -1;
     l->freelist[l->nfree++] = c->slot;
     l->nused--;
@@ -245,13 +234,9 @@ static void format_peer(nsv__conn *c, const struct sockaddr_storage *ss)
     c->peer_len = (uint8_t)strlen(c->peer);
 }
 
-/* Adopt an accepted HTTP socket. Returns NULL (and closes fd) on failure. */
+/* Adopt an accepted socket of listener lidx, speaking its protocol.
+ * Returns NULL (and closes fd) on failure. */
 nsv__conn *nsv__loop_adopt(nsv__loop *l, int fd, int lidx, const struct sockaddr_storage *ss)
-{
-    return nsv__loop_adopt_kind(l, fd, lidx, 0, ss);
-}
-
-nsv__conn *nsv__loop_adopt_kind(nsv__loop *l, int fd, int lidx, int kind, const struct sockaddr_storage *ss)
 {
     nsv__conn *c = nsv__conn_alloc(l);
     if (!c) {
@@ -260,10 +245,10 @@ nsv__conn *nsv__loop_adopt_kind(nsv__loop *l, int fd, int lidx, int kind, const 
         return NULL;
     }
     c->fd = fd;
+    c->proto = l->srv->listeners[lidx].proto;
     c->listener = (uint16_t)lidx;
-    c->state = NSV__C_READ;
     c->reading = 1;
-    c->watch_hup = kind == 0;
+    c->watch_hup = !!(c->proto->flags & NSV__P_WATCH_HUP);
     format_peer(c, ss);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -279,14 +264,8 @@ nsv__conn *nsv__loop_adopt_kind(nsv__loop *l, int fd, int lidx, int kind, const 
         nsv__conn_close(l, c);
         return NULL;
     }
-    if (kind == 1) { /* raw TCP: the host hears of it at once */
-        c->state = NSV__C_TCP;
-        c->seen = 1;
-        c->high_water = (uint32_t)l->srv->tcp_high_water;
-        c->low_water = (uint32_t)l->srv->tcp_low_water;
-        c->deadline = l->now + l->srv->idle_timeout_ms;
-        nsv__evq_emit_simple(l, c, NSV_EV_TCP_OPEN, 0, NULL, 0);
-    }
+    if (c->proto->on_open)
+        c->proto->on_open(l, c);
     return c;
 }
 
@@ -299,7 +278,7 @@ static void refuse(int fd)
     close(fd);
 }
 
-static void on_accept(nsv__loop *l, int lidx, int kind, int lfd)
+static void on_accept(nsv__loop *l, int lidx, int lfd)
 {
     nsv_server *s = l->srv;
     for (int i = 0; i < 64; i++) {
@@ -331,9 +310,9 @@ static void on_accept(nsv__loop *l, int lidx, int kind, int lfd)
             continue;
         }
         if (s->sharded && s->shard_accept && s->nloops > 1)
-            nsv__shard_handoff(l, fd, lidx, kind, &ss);
+            nsv__shard_handoff(l, fd, lidx, &ss);
         else
-            nsv__loop_adopt_kind(l, fd, lidx, kind, &ss);
+            nsv__loop_adopt(l, fd, lidx, &ss);
     }
 }
 
@@ -354,8 +333,8 @@ void nsv__out_queued(nsv__loop *l, nsv__conn *c)
  * Reading resumes here once neither holds and the output is down to a quarter. */
 void nsv__read_resume(nsv__loop *l, nsv__conn *c)
 {
-    if (!c->reading && !c->throttled && !c->paused && !c->peer_closed &&
-        (c->state == NSV__C_TCP || c->state == NSV__C_WS) && !nsv__out_over(l, c, 4))
+    if (!c->reading && !c->throttled && !c->paused && !c->peer_closed && !c->closing &&
+        (c->proto->flags & NSV__P_STREAM) && !nsv__out_over(l, c, 4))
         nsv__conn_set_events(l, c, 1, c->writing);
 }
 
@@ -368,17 +347,17 @@ static int read_stopped(nsv__loop *l, nsv__conn *c)
     return nsv__throttle(l, c);
 }
 
-/* After output moved: writability back, reading back, a pending half-close. */
+/* After output moved: writability back (only streams that crossed the
+ * high water mark are unwritable), reading back, then the protocol's part. */
 static void after_flush(nsv__loop *l, nsv__conn *c)
 {
-    if (c->unwritable && c->out.len - c->out.off <= c->low_water &&
-        (c->state == NSV__C_TCP || c->state == NSV__C_STREAM)) {
+    if (c->unwritable && c->out.len - c->out.off <= c->low_water) {
         c->unwritable = 0;
         nsv__evq_emit(l, c, NSV_EV_TCP_WRITABLE, 1, 0, NULL, 0);
     }
     nsv__read_resume(l, c);
-    if (c->state == NSV__C_TCP)
-        nsv__tcp_after_flush(l, c);
+    if (c->proto->on_flushed)
+        c->proto->on_flushed(l, c);
 }
 
 /* Send queued output. Returns 0, or -1 if the connection was closed. */
@@ -396,7 +375,11 @@ int nsv__conn_flush(nsv__loop *l, nsv__conn *c)
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             nsv__conn_set_events(l, c, c->reading, 1);
             after_flush(l, c);
-            if (c->deadline == 0 || c->state != NSV__C_READ)
+            if (!c->proto)
+                return -1;
+            if (c->proto->on_blocked)
+                c->proto->on_blocked(l, c);
+            else
                 c->deadline = l->now + l->srv->idle_timeout_ms;
             return 0;
         }
@@ -406,10 +389,10 @@ int nsv__conn_flush(nsv__loop *l, nsv__conn *c)
     nsv__buf_release(l, b);
     if (c->writing)
         nsv__conn_set_events(l, c, c->reading, 0);
-    if (c->state == NSV__C_READ && c->in.len > c->in.off)
-        nsv__conn_mark_dirty(l, c); /* parsing stopped for the backlog: resume */
     after_flush(l, c);
-    if (c->state == NSV__C_CLOSING) {
+    if (!c->proto)
+        return -1;
+    if (c->closing) {
         int pending = 0;
         if (!c->peer_closed && (c->in.len > c->in.off || c->lingering ||
                                 (ioctl(c->fd, FIONREAD, &pending) == 0 && pending > 0))) {
@@ -424,10 +407,6 @@ int nsv__conn_flush(nsv__loop *l, nsv__conn *c)
             nsv__conn_set_events(l, c, 1, 0);
             return 0;
         }
-        nsv__conn_close(l, c);
-        return -1;
-    }
-    if (c->peer_closed && c->state == NSV__C_READ) {
         nsv__conn_close(l, c);
         return -1;
     }
@@ -467,7 +446,7 @@ void nsv__loop_turn(nsv__loop *l)
         nsv__conn *next = c->next_held;
         c->on_held = 0;
         c->next_held = NULL;
-        if (c->held && c->state != NSV__C_FREE)
+        if (c->held && c->proto)
             nsv__conn_mark_dirty(l, c);
         c = next;
     }
@@ -484,18 +463,15 @@ void nsv__loop_flush_dirty(nsv__loop *l)
         nsv__conn *next = c->next_dirty;
         c->dirty = 0;
         c->next_dirty = NULL;
-        if (c->state == NSV__C_READ && c->in.len > c->in.off)
-            nsv__http_process(l, c);
-        else if (c->state == NSV__C_WS && c->in.len > c->in.off)
-            nsv__ws_on_readable(l, c); /* frames that came with the handshake */
-        if (c->state != NSV__C_FREE && c->out.len > c->out.off) {
-            if (c->state == NSV__C_PENDING && !c->held && c->out.len - c->out.off < NSV__PIPELINE_OUT) {
+        int may_hold = c->proto && !c->closing && c->proto->on_dirty ? c->proto->on_dirty(l, c) : 0;
+        if (c->proto && c->out.len > c->out.off) {
+            if (may_hold && c->proto && !c->held && c->out.len - c->out.off < NSV__PIPELINE_OUT) {
                 hold(l, c);
             } else {
                 c->held = 0;
                 nsv__conn_flush(l, c);
             }
-        } else if (c->state == NSV__C_CLOSING && c->out.len == c->out.off) {
+        } else if (c->proto && c->closing && c->out.len == c->out.off) {
             nsv__conn_flush(l, c);
         }
         c = next;
@@ -507,10 +483,16 @@ static void sweep(nsv__loop *l)
     l->next_sweep = l->now + NSV__SWEEP_MS;
     for (uint32_t i = 0; i < l->nslots; i++) {
         nsv__conn *c = NSV__CONN(l, i);
-        if (c->state != NSV__C_FREE && c->deadline && l->now >= c->deadline)
-            nsv__http_timeout(l, c);
-        else if (c->ws)
-            nsv__ws_timer(l, c);
+        if (!c->proto)
+            continue;
+        if (c->deadline && l->now >= c->deadline) {
+            if (c->proto->on_timer && !c->closing)
+                c->proto->on_timer(l, c);
+            else
+                nsv__conn_close(l, c);
+        } else if (c->proto->on_tick) {
+            c->proto->on_tick(l, c);
+        }
     }
     if (l->accept_pause_end && l->now >= l->accept_pause_end) {
         l->accept_pause_end = 0;
@@ -519,15 +501,29 @@ static void sweep(nsv__loop *l)
     }
 }
 
+/* A closing connection's input is read and dropped until the peer's EOF:
+ * closing with unread input would reset the connection and could destroy
+ * the response in flight (lingering close). */
+static void discard_input(nsv__loop *l, nsv__conn *c)
+{
+    ssize_t n = nsv__io_recv(l, c, l->scratch, NSV__SCRATCH);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        if (c->lingering || c->out.len == c->out.off)
+            nsv__conn_close(l, c);
+        else
+            c->peer_closed = 1, nsv__conn_set_events(l, c, 0, c->writing);
+    }
+}
+
 static void on_conn_event(nsv__loop *l, uint32_t slot, uint32_t events)
 {
     if (slot >= l->nslots)
         return;
     nsv__conn *c = NSV__CONN(l, slot);
-    if (c->state == NSV__C_FREE)
+    if (!c->proto)
         return;
-    if (c->state == NSV__C_CONNECTING) {
-        nsv__tcp_on_writable(l, c);
+    if (c->proto->on_event) {
+        c->proto->on_event(l, c);
         return;
     }
     if (c->tls) { /* until the handshake is done, events are for it */
@@ -536,8 +532,10 @@ static void on_conn_event(nsv__loop *l, uint32_t slot, uint32_t events)
             return;
         if (h == 2) {
             events |= EPOLLIN; /* application data may have come with it */
-            if (c->await_tls)
-                nsv__tcp_tls_connected(l, c);
+            if (c->proto->on_tls_ready)
+                c->proto->on_tls_ready(l, c);
+            if (!c->proto)
+                return;
         }
     }
     if (events & EPOLLOUT) {
@@ -549,8 +547,8 @@ static void on_conn_event(nsv__loop *l, uint32_t slot, uint32_t events)
          * (it stays signalled) and let a later read find the EOF itself. */
         c->watch_hup = 0;
         arm(l, c);
-        if (c->state != NSV__C_WS && c->state != NSV__C_TCP)
-            nsv__http_peer_eof(l, c);
+        if (c->proto->on_peer_eof)
+            c->proto->on_peer_eof(l, c);
     }
     if (events & EPOLLERR) {
         /* A reset after the peer's FIN (our bytes reached its closed socket):
@@ -560,14 +558,13 @@ static void on_conn_event(nsv__loop *l, uint32_t slot, uint32_t events)
         return;
     }
     if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
-        if ((c->state == NSV__C_WS || c->state == NSV__C_TCP) && read_stopped(l, c))
+        if (c->closing || c->lingering) {
+            discard_input(l, c);
             return;
-        if (c->state == NSV__C_WS)
-            nsv__ws_on_readable(l, c);
-        else if (c->state == NSV__C_TCP)
-            nsv__tcp_on_readable(l, c);
-        else
-            nsv__http_on_readable(l, c);
+        }
+        if ((c->proto->flags & NSV__P_STREAM) && read_stopped(l, c))
+            return;
+        c->proto->on_readable(l, c);
     }
 }
 
@@ -593,7 +590,7 @@ int nsv__loop_run_once(nsv__loop *l, int timeout_ms)
         if (tag == TAG_CONN)
             on_conn_event(l, v, evs[i].events);
         else if (tag == TAG_LISTENER)
-            on_accept(l, (int)((d >> 32) & 0xFFFF), (int)((d >> 48) & 0xFF), (int)v);
+            on_accept(l, (int)((d >> 32) & 0xFFFF), (int)v);
         else {
             uint64_t x;
             ssize_t r = read(l->wakefd, &x, sizeof x);

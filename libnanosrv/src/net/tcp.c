@@ -22,7 +22,11 @@ static void emit(nsv__loop *l, nsv__conn *c, uint32_t type, int32_t code, uint32
     nsv__evq_emit(l, c, type, code, flags, p, n);
 }
 
-void nsv__tcp_on_readable(nsv__loop *l, nsv__conn *c)
+/* An open raw TCP stream, and one whose connect is still under way. */
+static int open_tcp(const nsv__conn *c) { return c->proto == &nsv__proto_tcp && !c->closing; }
+static int raw(const nsv__conn *c) { return open_tcp(c) || (c->proto == &nsv__proto_connect && !c->closing); }
+
+static void on_readable(nsv__loop *l, nsv__conn *c)
 {
     /* (Own output past half the cap stops reading before this: loop.c. Not
      * at the high water mark: a proxy pausing both sides there could deadlock.) */
@@ -51,9 +55,9 @@ void nsv__tcp_on_readable(nsv__loop *l, nsv__conn *c)
 }
 
 /* After output moved (or a shutdown request): a pending half-close. */
-void nsv__tcp_after_flush(nsv__loop *l, nsv__conn *c)
+static void on_flushed(nsv__loop *l, nsv__conn *c)
 {
-    if (c->out.len == c->out.off && c->shut_wr) {
+    if (c->out.len == c->out.off && c->shut_wr && !c->closing) {
         shutdown(c->fd, SHUT_WR);
         if (c->peer_closed)
             nsv__conn_close(l, c);
@@ -66,12 +70,12 @@ static int not_tcp(nsv__loop *l, nsv__conn *c, const char *what)
     return nsv__set_detail(l->srv, NSV_ESTATE, "%s: connection 0x%llx is not a raw TCP connection "
                            "(it is %s); raw TCP comes from tcp:// listeners and nsv_connect", what,
                            (unsigned long long)nsv__conn_id(l, c),
-                           c->state == NSV__C_WS ? "a WebSocket" : "an HTTP connection");
+                           c->proto->name);
 }
 
 int nsv__tcp_send(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
 {
-    if (c->state != NSV__C_TCP && c->state != NSV__C_CONNECTING)
+    if (!raw(c))
         return not_tcp(l, c, "nsv_send");
     if (c->shut_wr)
         return nsv__set_detail(l->srv, NSV_ESTATE, "nsv_send: connection 0x%llx shut its write side "
@@ -85,7 +89,7 @@ int nsv__tcp_send(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
                                (unsigned long long)nsv__out_limit(l));
     if (len == 0)
         return NSV_OK;
-    if (c->state == NSV__C_TCP && queued == 0 && len >= 16384 && !c->tls) {
+    if (open_tcp(c) && queued == 0 && len >= 16384 && !c->tls) {
         /* Idle connection, large write: straight to the socket, keep only the rest. */
         ssize_t n = send(c->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
@@ -99,7 +103,7 @@ int nsv__tcp_send(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
     int r = nsv__buf_append(l, &c->out, data, len);
     if (r)
         return r;
-    if (c->state == NSV__C_TCP)
+    if (open_tcp(c))
         nsv__conn_mark_dirty(l, c);
     nsv__out_queued(l, c);
     return NSV_OK;
@@ -107,7 +111,7 @@ int nsv__tcp_send(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
 
 int nsv__tcp_op(nsv__loop *l, nsv__conn *c, int op, int64_t a, int64_t b)
 {
-    if (c->state != NSV__C_TCP && c->state != NSV__C_CONNECTING) {
+    if (!raw(c)) {
         if (op == NSV__OP_TCP_ABORT)
             return nsv__conn_close(l, c), NSV_OK;
         return not_tcp(l, c, op == NSV__OP_TCP_SHUTDOWN ? "nsv_shutdown"
@@ -117,8 +121,8 @@ int nsv__tcp_op(nsv__loop *l, nsv__conn *c, int op, int64_t a, int64_t b)
     switch (op) {
     case NSV__OP_TCP_SHUTDOWN:
         c->shut_wr = 1;
-        if (c->state == NSV__C_TCP)
-            nsv__tcp_after_flush(l, c);
+        if (open_tcp(c))
+            on_flushed(l, c);
         return NSV_OK;
     case NSV__OP_TCP_ABORT: {
         struct linger lg = {1, 0}; /* RST: the peer learns at once */
@@ -129,9 +133,9 @@ int nsv__tcp_op(nsv__loop *l, nsv__conn *c, int op, int64_t a, int64_t b)
     }
     case NSV__OP_TCP_PAUSE:
         c->paused = a != 0;
-        if (c->paused && c->state == NSV__C_TCP)
+        if (c->paused && open_tcp(c))
             nsv__conn_set_events(l, c, 0, c->writing);
-        else if (c->state == NSV__C_TCP)
+        else if (open_tcp(c))
             nsv__read_resume(l, c);
         return NSV_OK;
     case NSV__OP_TCP_WATER:
@@ -171,8 +175,10 @@ static void start_connect(nsv__loop *l, nsv__conn *c, const struct sockaddr_stor
     c->writing = 1;
 }
 
-/* The connect finished (EPOLLOUT): check its outcome. */
-void nsv__tcp_on_writable(nsv__loop *l, nsv__conn *c)
+static void tls_connected(nsv__loop *l, nsv__conn *c);
+
+/* The connect finished (any poller event while connecting): its outcome. */
+static void connect_event(nsv__loop *l, nsv__conn *c)
 {
     int err = 0;
     socklen_t el = sizeof err;
@@ -192,7 +198,7 @@ void nsv__tcp_on_writable(nsv__loop *l, nsv__conn *c)
         c->peer_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                       : ((struct sockaddr_in *)&ss)->sin_port);
     }
-    c->state = NSV__C_TCP;
+    c->proto = &nsv__proto_tcp;
     c->deadline = l->now + l->srv->idle_timeout_ms;
     if (c->tls_host) { /* tls://: connected means handshake done */
         int r = nsv__tls_client_start(l, c, c->tls_host, c->tls_host_len);
@@ -202,7 +208,7 @@ void nsv__tcp_on_writable(nsv__loop *l, nsv__conn *c)
         nsv__conn_set_events(l, c, 1, 0);
         int h = nsv__tls_handshake(l, c);
         if (h == 2)
-            nsv__tcp_tls_connected(l, c);
+            tls_connected(l, c);
         return;
     }
     nsv__conn_set_events(l, c, !c->paused, 0);
@@ -212,7 +218,7 @@ void nsv__tcp_on_writable(nsv__loop *l, nsv__conn *c)
 }
 
 /* The outbound TLS handshake completed. */
-void nsv__tcp_tls_connected(nsv__loop *l, nsv__conn *c)
+static void tls_connected(nsv__loop *l, nsv__conn *c)
 {
     c->await_tls = 0;
     nsv__conn_set_events(l, c, !c->paused, c->writing);
@@ -249,7 +255,7 @@ static void *resolve_main(void *arg)
 void nsv__tcp_resolved(nsv__loop *l, uint64_t id, int err, const struct sockaddr_storage *ss)
 {
     nsv__conn *c = nsv__conn_get(l, id);
-    if (!c || c->state != NSV__C_CONNECTING)
+    if (!c || c->proto != &nsv__proto_connect)
         return; /* aborted or timed out meanwhile */
     if (err)
         return connect_failed(l, c, err, "name not resolved");
@@ -287,7 +293,7 @@ int64_t nsv__tcp_connect_here(nsv__loop *l, const char *url, size_t len)
         return nsv__set_detail(s, NSV_ENOMEM, "nsv_connect: no memory for a connection slot");
     }
     c->fd = -1;
-    c->state = NSV__C_CONNECTING;
+    c->proto = &nsv__proto_connect;
     c->seen = 1;
     c->listener = 0xFFFF;
     c->high_water = (uint32_t)s->tcp_high_water;
@@ -346,3 +352,44 @@ int64_t nsv__tcp_connect_here(nsv__loop *l, const char *url, size_t len)
     }
     return (int64_t)id;
 }
+
+/* The TLS handshake of an outbound tls:// connection finished. */
+static void on_tls_ready(nsv__loop *l, nsv__conn *c)
+{
+    if (c->await_tls)
+        tls_connected(l, c);
+}
+
+/* Accepted from a tcp:// listener: the host hears of it at once. */
+static void on_open(nsv__loop *l, nsv__conn *c)
+{
+    c->seen = 1;
+    c->high_water = (uint32_t)l->srv->tcp_high_water;
+    c->low_water = (uint32_t)l->srv->tcp_low_water;
+    c->deadline = l->now + l->srv->idle_timeout_ms;
+    nsv__evq_emit_simple(l, c, NSV_EV_TCP_OPEN, 0, NULL, 0);
+}
+
+/* NSV_OPT_CONNECT_TIMEOUT_MS passed before the connect finished. */
+static void connect_timeout(nsv__loop *l, nsv__conn *c)
+{
+    static const char msg[] = "connect: timed out";
+    nsv__evq_emit_simple(l, c, NSV_EV_ERROR, NSV_ETIMEDOUT, msg, sizeof msg - 1);
+    nsv__conn_close(l, c);
+}
+
+const nsv__proto nsv__proto_tcp = {
+    .name = "a raw TCP connection",
+    .flags = NSV__P_STREAM,
+    .on_open = on_open,
+    .on_readable = on_readable,
+    .on_flushed = on_flushed,
+    .on_tls_ready = on_tls_ready,
+};
+
+const nsv__proto nsv__proto_connect = {
+    .name = "a raw TCP connection (connecting)",
+    .on_readable = connect_event,
+    .on_event = connect_event,
+    .on_timer = connect_timeout,
+};

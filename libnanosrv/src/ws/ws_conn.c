@@ -24,6 +24,9 @@ typedef struct nsv__ws {
     nsv__buf msgbuf;     /* message assembled from pieces or fragments */
 } nsv__ws;
 
+/* An open WebSocket that is not closing. */
+static int live(const nsv__conn *c) { return c->proto == &nsv__proto_ws && !c->closing; }
+
 static const nsv__hdr *find(const nsv__request *r, const char *name, size_t n)
 {
     for (size_t i = 0; i < r->num_headers; i++)
@@ -146,7 +149,8 @@ int nsv__ws_accept(nsv__loop *l, nsv__conn *c, const char *extra, size_t elen)
     if (l->srv->ws_ping_interval_ms)
         ws->next_ping = l->now + l->srv->ws_ping_interval_ms;
     c->ws = ws;
-    c->state = NSV__C_WS;
+    c->proto = &nsv__proto_ws;
+    c->state = NSV__C_NONE;
     c->deadline = 0;
     c->resp_started = 1;
     nsv__ticket(l, c, NSV__T_WS);
@@ -161,17 +165,12 @@ int nsv__ws_accept(nsv__loop *l, nsv__conn *c, const char *extra, size_t elen)
 static void emit(nsv__loop *l, nsv__conn *c, uint32_t type, int32_t code, const char *p, size_t n);
 
 /* The connection is going away: a host that did not see a close frame
- * learns it as 1006 (abnormal closure). */
-void nsv__ws_lost(nsv__loop *l, nsv__conn *c)
-{
-    if (c->ws)
-        emit(l, c, NSV_EV_WS_CLOSE, 1006, NULL, 0);
-}
-
-void nsv__ws_free(nsv__loop *l, nsv__conn *c)
+ * learns it as 1006 (abnormal closure); then the state goes. */
+static void on_close(nsv__loop *l, nsv__conn *c)
 {
     if (!c->ws)
         return;
+    emit(l, c, NSV_EV_WS_CLOSE, 1006, NULL, 0);
     nsv__buf_release(l, &c->ws->msgbuf);
     nsv__free(&l->srv->alloc, c->ws);
     c->ws = NULL;
@@ -197,7 +196,7 @@ static void fail(nsv__loop *l, nsv__conn *c, int code)
         ws->close_sent = 1;
     }
     emit(l, c, NSV_EV_WS_CLOSE, code, NULL, 0);
-    c->state = NSV__C_CLOSING;
+    c->closing = 1;
     c->deadline = l->now + l->srv->ws_close_timeout_ms;
     nsv__conn_mark_dirty(l, c);
 }
@@ -232,7 +231,7 @@ static void on_control(nsv__loop *l, nsv__conn *c, int op, uint8_t *p, size_t n)
     }
     /* WS_CLOSE carries the peer's code and reason, whoever started the close. */
     emit(l, c, NSV_EV_WS_CLOSE, code, (const char *)p + (n >= 2 ? 2 : 0), n >= 2 ? n - 2 : 0);
-    c->state = NSV__C_CLOSING;
+    c->closing = 1;
     c->deadline = l->now + s->ws_close_timeout_ms;
     nsv__conn_mark_dirty(l, c);
 }
@@ -243,7 +242,7 @@ static long process(nsv__loop *l, nsv__conn *c, uint8_t *p, size_t len)
 {
     nsv__ws *ws = c->ws;
     size_t used = 0;
-    while (used < len && c->state == NSV__C_WS) {
+    while (used < len && live(c)) {
         if (!ws->in_frame) {
             int h = nsv__ws_parse_header(p + used, len - used, &ws->f);
             if (h == 0)
@@ -302,9 +301,9 @@ static long process(nsv__loop *l, nsv__conn *c, uint8_t *p, size_t len)
 
 /* A client that sends faster than it reads is not read while its answers
  * back up (loop.c), so echoing hosts never meet NSV_EAGAIN from it. */
-void nsv__ws_on_readable(nsv__loop *l, nsv__conn *c)
+static void on_readable(nsv__loop *l, nsv__conn *c)
 {
-    for (int rounds = 0; rounds < 4 && c->state == NSV__C_WS; rounds++) {
+    for (int rounds = 0; rounds < 4 && live(c); rounds++) {
         uint8_t *p;
         size_t len;
         int stash = c->in.len > c->in.off;
@@ -336,7 +335,7 @@ void nsv__ws_on_readable(nsv__loop *l, nsv__conn *c)
             return;
         }
         long used = process(l, c, p, len);
-        if (used < 0 || c->state == NSV__C_FREE)
+        if (used < 0 || !c->proto)
             return;
         if (stash) {
             c->in.off += (uint32_t)used;
@@ -356,7 +355,7 @@ static int send_refused(nsv__loop *l, nsv__conn *c, int err, int opcode, size_t 
 {
     nsv_server *s = l->srv;
     unsigned long long id = (unsigned long long)nsv__conn_id(l, c);
-    if (err == NSV_ESTATE && c->state == NSV__C_WS)
+    if (err == NSV_ESTATE && live(c))
         return nsv__set_detail(s, err, "ws send: connection 0x%llx sent its close frame; no more "
                                "messages after nsv_ws_close", id);
     if (err == NSV_ESTATE)
@@ -375,7 +374,7 @@ static int send_refused(nsv__loop *l, nsv__conn *c, int err, int opcode, size_t 
 
 int nsv__ws_send(nsv__loop *l, nsv__conn *c, int opcode, const char *data, size_t len)
 {
-    if (c->state != NSV__C_WS || c->ws->close_sent)
+    if (!live(c) || c->ws->close_sent)
         return send_refused(l, c, NSV_ESTATE, opcode, len);
     if (opcode != NSV_WS_TEXT && opcode != NSV_WS_BINARY && opcode != NSV_WS_PING && opcode != NSV_WS_PONG)
         return send_refused(l, c, NSV_EINVAL, opcode, len);
@@ -388,7 +387,7 @@ int nsv__ws_send(nsv__loop *l, nsv__conn *c, int opcode, const char *data, size_
 
 int nsv__ws_close(nsv__loop *l, nsv__conn *c, int code, const char *reason, size_t len)
 {
-    if (c->state != NSV__C_WS)
+    if (!live(c))
         return NSV_ESTATE;
     if (c->ws->close_sent)
         return NSV_OK;
@@ -419,7 +418,7 @@ int nsv__ws_broadcast_loop(nsv__loop *l, int32_t route, int opcode, const char *
     int n = 0;
     for (uint32_t i = 0; i < l->nslots; i++) {
         nsv__conn *c = NSV__CONN(l, i);
-        if (c->state == NSV__C_WS && !c->ws->close_sent && (route < 0 || c->route == route) &&
+        if (live(c) && !c->ws->close_sent && (route < 0 || c->route == route) &&
             nsv__ws_send(l, c, opcode, data, len) == NSV_OK)
             n++;
     }
@@ -427,11 +426,11 @@ int nsv__ws_broadcast_loop(nsv__loop *l, int32_t route, int opcode, const char *
 }
 
 /* Sweep: keepalive pings; peers that did not answer the last one are closed. */
-void nsv__ws_timer(nsv__loop *l, nsv__conn *c)
+static void on_tick(nsv__loop *l, nsv__conn *c)
 {
     nsv__ws *ws = c->ws;
     int64_t iv = l->srv->ws_ping_interval_ms;
-    if (!iv || c->state != NSV__C_WS || ws->close_sent || l->now < ws->next_ping)
+    if (!iv || !live(c) || ws->close_sent || l->now < ws->next_ping)
         return;
     if (ws->ping_out) { /* peer stopped answering: 1006 with a reason */
         emit(l, c, NSV_EV_WS_CLOSE, 1006, "ping timeout", 12);
@@ -442,3 +441,24 @@ void nsv__ws_timer(nsv__loop *l, nsv__conn *c)
     ws->ping_out = 1;
     ws->next_ping = l->now + iv;
 }
+
+/* Frames that came right behind the handshake wait in c->in. */
+static int on_dirty(nsv__loop *l, nsv__conn *c)
+{
+    if (live(c) && c->in.len > c->in.off)
+        on_readable(l, c);
+    return 0;
+}
+
+/* Draining: the peer hears "going away" and closes cleanly. */
+static void on_drain(nsv__loop *l, nsv__conn *c) { nsv__ws_close(l, c, 1001, "server shutting down", 20); }
+
+const nsv__proto nsv__proto_ws = {
+    .name = "a WebSocket",
+    .flags = NSV__P_STREAM,
+    .on_readable = on_readable,
+    .on_dirty = on_dirty,
+    .on_tick = on_tick,
+    .on_drain = on_drain,
+    .on_close = on_close,
+};

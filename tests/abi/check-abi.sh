@@ -1,13 +1,15 @@
 #!/bin/sh
 # ABI drift checks: generated cdef up to date, exported symbols == header
-# functions == version script pattern, every public function documented.
+# functions == version script pattern, every public function documented, and
+# no incompatible change against the committed ABI description (abi.sh).
 set -e
 cd "$(dirname "$0")/../.."
 B=${NSV_BUILD:-build}
+PYTHON=${PYTHON:-python3}
 fail=0
-/usr/bin/python3 tools/gen_cdef.py --check || fail=1
+$PYTHON tools/gen_cdef.py --check || fail=1
 nm -D --defined-only "$B/libnanosrv.so.1" | awk '$2=="T"{print $3}' | sed 's/@.*//' | sort > "$B/exports.txt"
-/usr/bin/python3 -c "
+$PYTHON -c "
 import json; d=json.load(open('bindings/cdef/nanosrv_abi.json'))
 print('\n'.join(sorted(f['name'] for f in d['functions'])))
 missing=[f['name'] for f in d['functions'] if not f['since']]
@@ -21,5 +23,6 @@ leaked=$(nm -D --defined-only "$B/libnanosrv.so.1" | awk '{print $3}' | grep -v 
 soname=$(readelf -d "$B/libnanosrv.so.1" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
 [ "$soname" = "libnanosrv.so.1" ] || { echo "bad SONAME $soname"; fail=1; }
 readelf -V "$B/libnanosrv.so.1" | grep -q NANOSRV_1 || { echo "no NANOSRV_1 version node"; fail=1; }
+tests/abi/abi.sh check || fail=1
 [ $fail = 0 ] && echo "check-abi: ok ($(wc -l < "$B/exports.txt") exported functions)"
 exit $fail

@@ -6,6 +6,9 @@ BUILD      ?= build
 SAN        ?=
 PREFIX     ?= /usr/local
 CC         ?= cc
+PYTHON     ?= python3
+PKG_CONFIG ?= pkg-config
+export PYTHON
 
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
                -fPIC -fvisibility=hidden -pthread -Ilibnanosrv/include
@@ -20,11 +23,37 @@ CFLAGS  ?=
 CFLAGS  += $(CFLAGS_BASE) $(OPT)
 LDFLAGS += $(filter -fsanitize%,$(OPT)) -pthread
 
-# Optional TLS (mbedTLS) when its headers are present.
-TLS ?= $(shell test -f /usr/include/mbedtls/ssl.h && test -f libnanosrv/src/tls/tls.c && echo mbedtls)
+# Optional TLS (mbedTLS), detected on every run by tools/detect-tls.sh
+# (pkg-config, else a compile-and-link test), so installing libmbedtls-dev
+# is noticed by the next `make`. `make TLS=` builds without TLS,
+# `make TLS=mbedtls` insists on it. Goals that build nothing skip the test.
+NO_CONFIG_GOALS := clean uninstall cdef deps
+ifeq ($(origin TLS),undefined)
+  ifneq ($(MAKECMDGOALS),)
+    ifeq ($(filter-out $(NO_CONFIG_GOALS),$(MAKECMDGOALS)),)
+      TLS_DETECT := skip
+    endif
+  endif
+  ifneq ($(TLS_DETECT),skip)
+    TLS_DETECT := $(shell CC='$(CC)' PKG_CONFIG='$(PKG_CONFIG)' sh tools/detect-tls.sh)
+  endif
+  TLS := $(if $(filter pkg-config compile,$(TLS_DETECT)),$(if $(wildcard libnanosrv/src/tls/*.c),mbedtls))
+  TLS_WHY := $(if $(TLS),found through $(TLS_DETECT),not found: install libmbedtls-dev (apt-get install libmbedtls-dev) and run make again)
+else
+  TLS_WHY := TLS=$(TLS) given to make
+endif
 ifeq ($(TLS),mbedtls)
-  CFLAGS += -DNSV_WITH_MBEDTLS
-  LIBS   += -lmbedtls -lmbedx509 -lmbedcrypto
+  ifeq ($(TLS_DETECT),pkg-config)
+    TLS_CFLAGS := $(shell $(PKG_CONFIG) --cflags mbedtls mbedx509 mbedcrypto)
+    TLS_LIBS   := $(shell $(PKG_CONFIG) --libs mbedtls mbedx509 mbedcrypto)
+  else
+    TLS_LIBS   := -lmbedtls -lmbedx509 -lmbedcrypto
+  endif
+  CFLAGS += -DNSV_WITH_MBEDTLS $(TLS_CFLAGS)
+  LIBS   += $(TLS_LIBS)
+  TLS_MSG := libnanosrv: TLS (mbedTLS) enabled, $(TLS_WHY)
+else
+  TLS_MSG := libnanosrv: TLS disabled, $(TLS_WHY)
 endif
 
 SRCS   := $(sort $(wildcard libnanosrv/src/*/*.c))
@@ -42,26 +71,48 @@ ITESTS       := $(ITEST_SRCS:tests/integration/%.c=$(BUILD)/tests/integration/%)
 FUZZ_SRCS    := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 REPLAYS      := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/tests/replay/%)
 
-.PHONY: all lib examples tests run test test-run check-abi deps install clean fuzz bench bench-quick cdef
+.PHONY: all lib examples tests run test test-run check-abi abi-baseline deps install uninstall clean \
+        fuzz bench bench-quick cdef FORCE
 all: lib examples tests
 
 lib: $(SOREAL) $(BUILD)/$(SONAME) $(BUILD)/libnanosrv.so $(STATIC) $(BUILD)/nanosrv.pc
 examples: $(EXAMPLES)
 tests: $(UNITS) $(ITESTS) $(REPLAYS)
 
-$(BUILD)/obj/%.o: %.c $(HDR) $(wildcard libnanosrv/src/*.h libnanosrv/src/*/*.h)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Ilibnanosrv/src -c $< -o $@
+# $(BUILD)/config records the compiler, the optimisation/sanitizer flags and
+# the TLS choice; it is rewritten only when one of them changes, and everything
+# compiled depends on it, so a change rebuilds the whole tree. It also prints
+# whether TLS is in the build. $(BUILD)/sources lists the library's objects, so
+# that removing or renaming a source file relinks the library.
+CONFIG_LINES = 'CC=$(CC)' 'OPT=$(OPT)' 'SAN=$(SAN)' 'TLS=$(TLS)' 'TLS_CFLAGS=$(TLS_CFLAGS)' 'TLS_LIBS=$(TLS_LIBS)'
+$(BUILD)/config: FORCE
+	@mkdir -p $(@D)
+	@printf '%s\n' $(CONFIG_LINES) > $@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
+	@echo "$(TLS_MSG)"
+$(BUILD)/sources: FORCE
+	@mkdir -p $(@D)
+	@printf '%s\n' $(OBJS) > $@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
+FORCE:
 
-$(SOREAL): $(OBJS) libnanosrv/libnanosrv.map
+# Header dependencies: every compile writes a .d file next to its output
+# (-MMD -MP), included below, so editing a header rebuilds exactly what
+# includes it.
+DEPFLAGS = -MMD -MP -MF $@.d
+$(BUILD)/obj/%.o: %.c $(BUILD)/config
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(DEPFLAGS) -Ilibnanosrv/src -c $< -o $@
+
+$(SOREAL): $(OBJS) $(BUILD)/sources libnanosrv/libnanosrv.map
 	$(CC) -shared -o $@ $(OBJS) -Wl,-soname,$(SONAME) -Wl,--version-script=libnanosrv/libnanosrv.map \
 	    -Wl,-z,defs -Wl,-z,now $(LDFLAGS) $(LIBS)
 $(BUILD)/$(SONAME): $(SOREAL)
 	ln -sf $(notdir $<) $@
 $(BUILD)/libnanosrv.so: $(BUILD)/$(SONAME)
 	ln -sf $(notdir $<) $@
-$(STATIC): $(OBJS)
-	rm -f $@ && ar rcs $@ $^
+$(STATIC): $(OBJS) $(BUILD)/sources
+	rm -f $@ && ar rcs $@ $(OBJS)
 # nanosrv.pc: a PREFIX other than /usr and /usr/local, where the dynamic loader
 # does not look, puts -Wl,-rpath,$PREFIX/lib into Libs, so programs built
 # with pkg-config run without LD_LIBRARY_PATH.
@@ -69,35 +120,47 @@ comma    := ,
 PC_RPATH := $(if $(filter /usr /usr/local,$(PREFIX)),,-Wl$(comma)-rpath$(comma)$${libdir} )
 PC_SED    = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LIBS)|' \
                 -e 's|@RPATH@|$(PC_RPATH)|'
-$(BUILD)/nanosrv.pc: libnanosrv/nanosrv.pc.in $(HDR)
+$(BUILD)/nanosrv.pc: libnanosrv/nanosrv.pc.in $(HDR) $(BUILD)/config
 	$(PC_SED) $< > $@
 
 # Examples link the shared object (found next to them through $ORIGIN).
 .SECONDEXPANSION:
-$(EXAMPLES): $(BUILD)/%: examples/$$(subst -,_,%).c $(BUILD)/$(SONAME) $(BUILD)/libnanosrv.so
-	$(CC) $(CFLAGS) -o $@ $< -L$(BUILD) -lnanosrv -Wl,-rpath,'$$ORIGIN' $(LDFLAGS)
+$(EXAMPLES): $(BUILD)/%: examples/$$(subst -,_,%).c $(BUILD)/$(SONAME) $(BUILD)/libnanosrv.so $(BUILD)/config
+	$(CC) $(CFLAGS) $(DEPFLAGS) -o $@ $< -L$(BUILD) -lnanosrv -Wl,-rpath,'$$ORIGIN' $(LDFLAGS)
 
 # Unit tests link the static library and may reach internal headers.
-$(BUILD)/tests/unit/%: tests/unit/%.c $(STATIC) tests/tap.h
+$(BUILD)/tests/unit/%: tests/unit/%.c $(STATIC) $(BUILD)/config
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Ilibnanosrv/src -Itests -o $@ $< $(STATIC) $(LDFLAGS) $(LIBS)
-$(BUILD)/tests/integration/%: tests/integration/%.c $(STATIC) tests/tap.h
+	$(CC) $(CFLAGS) $(DEPFLAGS) -Ilibnanosrv/src -Itests -o $@ $< $(STATIC) $(LDFLAGS) $(LIBS)
+$(BUILD)/tests/integration/%: tests/integration/%.c $(STATIC) $(BUILD)/config
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Ilibnanosrv/src -Itests -o $@ $< $(STATIC) $(LDFLAGS) $(LIBS)
+	$(CC) $(CFLAGS) $(DEPFLAGS) -Ilibnanosrv/src -Itests -o $@ $< $(STATIC) $(LDFLAGS) $(LIBS)
 # Fuzz targets built as corpus replayers (no libFuzzer needed).
-$(BUILD)/tests/replay/%: tests/fuzz/%.c tests/fuzz/replay.c $(STATIC)
+$(BUILD)/tests/replay/replay.o: tests/fuzz/replay.c $(BUILD)/config
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Ilibnanosrv/src -o $@ $< tests/fuzz/replay.c $(STATIC) $(LDFLAGS) $(LIBS)
+	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+$(BUILD)/tests/replay/%: tests/fuzz/%.c $(BUILD)/tests/replay/replay.o $(STATIC) $(BUILD)/config
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(DEPFLAGS) -Ilibnanosrv/src -o $@ $< $(BUILD)/tests/replay/replay.o $(STATIC) $(LDFLAGS) $(LIBS)
 
 deps:
 	@tools/install-deps.sh
 	@bindings/node-ffi/install.sh
 
 cdef:
-	/usr/bin/python3 tools/gen_cdef.py
+	$(PYTHON) tools/gen_cdef.py
 
+# check-abi: symbols, header, cdef and docs agree, and abidiff finds no
+# incompatible change against the committed description tests/abi/libnanosrv.abi.
+# abi-baseline rewrites that description from this build (a release step,
+# see docs/ABI.md).
 check-abi: lib
-	@NSV_BUILD=$(BUILD) tests/abi/check-abi.sh
+	@NSV_BUILD=$(BUILD) CC='$(CC)' tests/abi/check-abi.sh
+# The baseline comes from a plain build of its own (no TLS, no sanitizer,
+# -O2), so it does not depend on how this tree was configured.
+abi-baseline:
+	$(MAKE) BUILD=$(BUILD)/abi-baseline TLS= SAN= OPT=-O2 lib
+	@NSV_BUILD=$(BUILD)/abi-baseline CC='$(CC)' tests/abi/abi.sh baseline
 
 # Runs every suite of one build directory through prove.
 test-run: all
@@ -112,6 +175,9 @@ test: deps
 run: deps lib examples
 	$(BUILD)/demo --port 8080
 
+# uninstall removes exactly the files install writes (directories stay).
+INSTALLED := include/nanosrv.h lib/$(notdir $(SOREAL)) lib/$(SONAME) lib/libnanosrv.so lib/libnanosrv.a \
+             lib/pkgconfig/nanosrv.pc
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 $(HDR) $(DESTDIR)$(PREFIX)/include/
@@ -121,19 +187,30 @@ install: lib
 	install -m 644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/
 	$(PC_SED) libnanosrv/nanosrv.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/nanosrv.pc
 
+# The real file of an older version, found through the SONAME link, goes too.
+uninstall:
+	@real=$$(readlink '$(DESTDIR)$(PREFIX)/lib/$(SONAME)' 2>/dev/null); \
+	case "$$real" in libnanosrv.so.$(MAJOR).*) rm -f '$(DESTDIR)$(PREFIX)/lib/'"$$real";; esac
+	rm -f $(addprefix '$(DESTDIR)$(PREFIX)/,$(addsuffix ',$(INSTALLED)))
+
 clean:
-	rm -rf build
+	@test -n '$(BUILD)' || { echo 'clean: BUILD is empty' >&2; exit 1; }
+	rm -rf '$(BUILD)'
 
 # Long-running checks, not part of `make test`: tests/long/*.c (a 3 GiB reply
 # served twice; needs about 8 GiB of memory).
 LONG_SRCS := $(sort $(wildcard tests/long/*.c))
 LONGS     := $(LONG_SRCS:tests/long/%.c=$(BUILD)/tests/long/%)
 .PHONY: test-long
-$(BUILD)/tests/long/%: tests/long/%.c $(STATIC) tests/tap.h
+$(BUILD)/tests/long/%: tests/long/%.c $(STATIC) $(BUILD)/config
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Ilibnanosrv/src -Itests -o $@ $< $(STATIC) $(LDFLAGS) $(LIBS)
+	$(CC) $(CFLAGS) $(DEPFLAGS) -Ilibnanosrv/src -Itests -o $@ $< $(STATIC) $(LDFLAGS) $(LIBS)
 test-long: $(LONGS)
 	@NSV_BUILD=$(BUILD) NSV_TEST_TIMEOUT=1200 prove --timer --exec tests/exec $(LONGS)
+
+# The .d files of everything built so far (-MMD -MP above).
+-include $(OBJS:%=%.d) $(EXAMPLES:%=%.d) $(UNITS:%=%.d) $(ITESTS:%=%.d) $(REPLAYS:%=%.d) \
+         $(BUILD)/tests/replay/replay.o.d $(LONGS:%=%.d)
 
 -include bench/bench.mk
 -include tests/fuzz/fuzz.mk

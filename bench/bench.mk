@@ -13,15 +13,15 @@ BENCH_PKGS   := build-essential util-linux procps wrk nginx \
 .PHONY: bench bench-quick bench-deps bench-tools bench-tcp
 
 bench: lib examples bench-tools
-	/usr/bin/python3 bench/run.py --out $(BUILD) $(BENCH_ARGS)
-	/usr/bin/python3 bench/tcp_bench.py --out $(BUILD)
+	$(PYTHON) bench/run.py --out $(BUILD) $(BENCH_ARGS)
+	$(PYTHON) bench/tcp_bench.py --out $(BUILD)
 
 # Raw TCP echo: tcp-echo against Python asyncio (py-netty's cases).
 bench-tcp: lib examples bench-tools
-	/usr/bin/python3 bench/tcp_bench.py --out $(BUILD)
+	$(PYTHON) bench/tcp_bench.py --out $(BUILD)
 
 bench-quick: lib examples bench-tools
-	/usr/bin/python3 bench/run.py --quick --out $(BUILD) $(BENCH_ARGS)
+	$(PYTHON) bench/run.py --quick --out $(BUILD) $(BENCH_ARGS)
 
 bench-tools: $(BENCH_TOOLS)
 

@@ -1,8 +1,8 @@
 # fuzz.mk - libFuzzer builds of every tests/fuzz/fuzz_*.c (included by the
-# top Makefile). `make fuzz` builds them into build/fuzz/ and runs each for
+# top Makefile). `make fuzz` builds them into $(BUILD)/fuzz/ and runs each for
 # FUZZ_SECONDS on a scratch copy of its seed corpus, so inputs found while
 # fuzzing never land in the repository. Crashers are written to
-# build/fuzz/artifacts-<name>/; add the useful ones to the seed corpus.
+# $(BUILD)/fuzz/artifacts-<name>/; add the useful ones to the seed corpus.
 #
 # The library is built once with the same instrumentation into an archive,
 # so each target pulls in only the objects it uses and new targets need no
@@ -11,12 +11,12 @@
 
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
-FUZZ_OUT     ?= build/fuzz
+FUZZ_OUT     ?= $(BUILD)/fuzz
 FUZZ_FLAGS   ?=
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
                 -pthread -Ilibnanosrv/include -Ilibnanosrv/src \
-                $(filter -DNSV_WITH_%,$(CFLAGS))
+                $(filter -DNSV_WITH_%,$(CFLAGS)) $(TLS_CFLAGS)
 
 FUZZ_NAMES := $(FUZZ_SRCS:tests/fuzz/%.c=%)
 FUZZ_BINS  := $(FUZZ_NAMES:%=$(FUZZ_OUT)/%)
@@ -35,13 +35,13 @@ fuzz-build: $(FUZZ_BINS)
 FUZZ_OBJS := $(SRCS:%.c=$(FUZZ_OUT)/obj/%.o)
 FUZZ_LIB  := $(FUZZ_OUT)/libnanosrv-fuzz.a
 
-$(FUZZ_OUT)/obj/%.o: %.c $(HDR) $(wildcard libnanosrv/src/*.h libnanosrv/src/*/*.h)
+$(FUZZ_OUT)/obj/%.o: %.c $(BUILD)/config
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(DEPFLAGS) -c $< -o $@
 $(FUZZ_LIB): $(FUZZ_OBJS)
 	rm -f $@ && ar rcs $@ $^
 $(FUZZ_OUT)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB) $(LIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(DEPFLAGS) -o $@ $< $(FUZZ_LIB) $(LIBS)
 
 define FUZZ_RUN_RULE
 fuzz-run-$(1): $(FUZZ_OUT)/$(1)
@@ -52,3 +52,5 @@ fuzz-run-$(1): $(FUZZ_OUT)/$(1)
 	    $(FUZZ_OUT)/corpus-$(1)
 endef
 $(foreach n,$(FUZZ_NAMES),$(eval $(call FUZZ_RUN_RULE,$(n))))
+
+-include $(FUZZ_OBJS:%=%.d) $(FUZZ_BINS:%=%.d)

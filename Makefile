@@ -38,9 +38,17 @@ ifeq ($(origin TLS),undefined)
     TLS_DETECT := $(shell CC='$(CC)' PKG_CONFIG='$(PKG_CONFIG)' sh tools/detect-tls.sh)
   endif
   TLS := $(if $(filter pkg-config compile,$(TLS_DETECT)),$(if $(wildcard libnanosrv/src/tls/*.c),mbedtls))
-  TLS_WHY := $(if $(TLS),found through $(TLS_DETECT),not found: install libmbedtls-dev (apt-get install libmbedtls-dev) and run make again)
+  ifneq ($(TLS),)
+    TLS_WHY := (found through $(if $(filter compile,$(TLS_DETECT)),a compile test,pkg-config))
+  else ifneq ($(TLS_DETECT),)
+    TLS_WHY := : no TLS sources under libnanosrv/src/tls
+  else
+    TLS_WHY := : mbedTLS not found; install libmbedtls-dev (apt-get install libmbedtls-dev) and run make again
+  endif
+else ifeq ($(TLS),)
+  TLS_WHY := (TLS= given to make; run make without it to build TLS in)
 else
-  TLS_WHY := TLS=$(TLS) given to make
+  TLS_WHY := (TLS=$(TLS) given to make)
 endif
 ifeq ($(TLS),mbedtls)
   ifeq ($(TLS_DETECT),pkg-config)
@@ -51,9 +59,9 @@ ifeq ($(TLS),mbedtls)
   endif
   CFLAGS += -DNSV_WITH_MBEDTLS $(TLS_CFLAGS)
   LIBS   += $(TLS_LIBS)
-  TLS_MSG := libnanosrv: TLS (mbedTLS) enabled, $(TLS_WHY)
+  TLS_MSG := libnanosrv: TLS (mbedTLS) enabled $(TLS_WHY)
 else
-  TLS_MSG := libnanosrv: TLS disabled, $(TLS_WHY)
+  TLS_MSG := libnanosrv: TLS disabled$(if $(filter :%,$(TLS_WHY)),, )$(TLS_WHY)
 endif
 
 SRCS   := $(sort $(wildcard libnanosrv/src/*/*.c))

@@ -3,9 +3,11 @@
 # static archive and a pkg-config file that a C program builds against. The
 # README's commands for building and running a program against an installed
 # copy run as written, with its example prefix replaced by a temporary one.
+# `make uninstall` then removes exactly what install put there.
 cd "$(dirname "$0")/../.."
-# An uninstrumented build: sanitizer runtimes cannot be loaded by a plain program.
-if [ -n "$SAN" ]; then B=build; else B=${NSV_BUILD:-build}; fi
+# An uninstrumented build: sanitizer runtimes cannot be loaded by a plain program
+# (NSV_PLAIN_BUILD names it when a sanitizer suite runs, default build).
+if [ -n "$SAN" ]; then B=${NSV_PLAIN_BUILD:-build}; else B=${NSV_BUILD:-build}; fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 n=0
@@ -60,4 +62,11 @@ awk '/^```sh$/{f=1; b=""; next} /^```$/{if (f && b ~ /\/opt\/nanosrv/) {printf "
 t "README install block found" "grep -q pkg-config $tmp/readme.sh && test \$(grep -c '\./app' $tmp/readme.sh) -ge 3"
 t "README install block runs as written" \
   "cd $tmp && test -s readme.sh && rm -f app && env -u LD_LIBRARY_PATH NSV_EXPECT_LIB=$P/lib/ sh -ex readme.sh"
+t "make uninstall removes every installed file" \
+  "touch $P/lib/other.so && make -s BUILD=$B SAN= uninstall PREFIX=$P && rm $P/lib/other.so && test -z \"\$(find $P ! -type d)\""
+t "uninstall leaves the directories" "test -d $P/include && test -d $P/lib/pkgconfig"
+t "uninstall of an older version removes its real file too" \
+  "make -s BUILD=$B SAN= install PREFIX=$P && mv $P/lib/\$(readlink $P/lib/libnanosrv.so.1) $P/lib/libnanosrv.so.1.99.0 &&
+   ln -sf libnanosrv.so.1.99.0 $P/lib/libnanosrv.so.1 && make -s BUILD=$B SAN= uninstall PREFIX=$P &&
+   test -z \"\$(find $P ! -type d)\""
 echo "1..$n"

@@ -5,6 +5,7 @@
 #include "../include/nanosrv.h"
 #include <stdint.h>
 #include <stddef.h>
+#include <pthread.h>
 
 #define NSV__LIKELY(x) __builtin_expect(!!(x), 1)
 #define NSV__UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -34,5 +35,8 @@ void nsv__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 
 /* ASCII helpers. */
 static inline int nsv__lower(int c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
 int nsv__strncaseeq(const char *a, const char *b, size_t n);
+
+/* Threads of the library (util/thread.c): every signal blocked. */
+int nsv__thread_start(pthread_t *t, const pthread_attr_t *at, void *(*fn)(void *), void *arg);
 
 #endif

@@ -16,12 +16,16 @@ static nsv__loop *direct_loop(nsv_server *s, uint64_t id)
     return s->loops[li];
 }
 
-int nsv__conn_op(nsv_server *s, nsv__loop *l, uint32_t op, uint64_t id, int status, const char *h,
-                 size_t hlen, const char *b, size_t blen, uint64_t arg)
+int nsv__conn_op(nsv_server *s, nsv__loop *l, const nsv__cmd *k)
 {
+    uint32_t op = k->op;
+    int status = k->status;
+    uint64_t arg = k->arg;
+    const char *h = k->h, *b = k->b;
+    size_t hlen = k->hlen, blen = k->blen;
     if (op == NSV__OP_WS_BCAST)
         return nsv__ws_broadcast_loop(l, status, (int)arg, b, blen);
-    nsv__conn *c = nsv__conn_get(l, id);
+    nsv__conn *c = nsv__conn_get(l, k->id);
     if (!c)
         return NSV_ESTALE;
     switch (op) {
@@ -127,7 +131,8 @@ static int conn_call(nsv_server *s, const char *fn, uint32_t op, uint64_t id, in
         return nsv__set_detail(s, NSV_EINVAL, "%s: %s is NULL with length %zu", fn, data_name(op), blen);
     uint64_t mark = nsv__call_enter(s, fn);
     nsv__loop *l = direct_loop(s, id);
-    int r = l ? nsv__conn_op(s, l, op, id, status, h, hlen, b, blen, arg)
+    nsv__cmd k = {.op = op, .status = status, .id = id, .arg = arg, .h = h, .hlen = hlen, .b = b, .blen = blen};
+    int r = l ? nsv__conn_op(s, l, &k)
               : nsv__shard_forward(s, op, id, status, h, hlen, b, blen, arg);
     nsv__call_leave();
     return r < 0 ? conn_fail(s, mark, fn, op, id, r) : r;

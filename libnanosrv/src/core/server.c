@@ -20,14 +20,11 @@ static void close_listener(nsv_server *s, int i)
         int fd = L->wfd[k];
         if (fd < 0)
             continue;
-        if (k < s->nloops && s->loops[k]) {
-            struct epoll_event ev = {0};
-            epoll_ctl(s->loops[k]->epfd, EPOLL_CTL_DEL, fd, &ev);
-        }
+        if (k < s->nloops && s->loops[k])
+            nsv__loop_remove_fd(s->loops[k], fd);
         close(fd);
         L->wfd[k] = -1;
     }
-    L->fd = -1;
 }
 
 nsv_server *nsv_server_new_ex(int workers, nsv_alloc_fn fn, void *ud)
@@ -41,11 +38,9 @@ nsv_server *nsv_server_new_ex(int workers, nsv_alloc_fn fn, void *ud)
     s->alloc = a;
     s->detail_serial = nsv__detail_serial();
     nsv__options_defaults(s);
-    for (int i = 0; i < NSV__MAX_LISTENERS; i++) {
-        s->listeners[i].fd = -1;
+    for (int i = 0; i < NSV__MAX_LISTENERS; i++)
         for (int k = 0; k < NSV__MAX_LOOPS; k++)
             s->listeners[i].wfd[k] = -1;
-    }
     if (workers >= 0) {
         if (nsv__shard_start(s, workers) != 0) {
             nsv_server_free(s);
@@ -54,6 +49,10 @@ nsv_server *nsv_server_new_ex(int workers, nsv_alloc_fn fn, void *ud)
         return s;
     }
     s->loops[0] = nsv__loop_new(s, 0);
+    if (s->loops[0] && nsv__http_loop_init(s->loops[0]) != 0) {
+        nsv__loop_free(s->loops[0]);
+        s->loops[0] = NULL;
+    }
     if (!s->loops[0]) {
         nsv__set_detail(NULL, NSV_ENOMEM, "nsv_server_new_ex: cannot create the event loop "
                         "(memory, epoll or eventfd)");
@@ -183,7 +182,7 @@ static int listen_url(nsv_server *s, const char *url, size_t len)
         return fd;
     int id = s->nlisteners;
     nsv__listener *L = &s->listeners[id];
-    L->fd = L->wfd[0] = fd;
+    L->wfd[0] = fd;
     L->port = port;
     L->proto = tcp ? &nsv__proto_tcp : &nsv__proto_http;
     L->tls = !u.is_tls ? NSV__TLS_NONE : tcp ? NSV__TLS_RAW : NSV__TLS_HTTP;
@@ -292,12 +291,8 @@ int nsv_wakeup(nsv_server *s)
 {
     if (!s)
         return nsv__set_detail_text(NULL, NSV_EINVAL, "nsv_wakeup: srv is NULL");
-    uint64_t one = 1;
-    /* write(2) is async-signal-safe; eventfds never block on write here. */
-    for (int i = 0; i < s->nloops; i++) {
-        ssize_t w = write(s->loops[i]->wakefd, &one, sizeof one);
-        (void)w;
-    }
+    for (int i = 0; i < s->nloops; i++)
+        nsv__loop_wake(s->loops[i]); /* write(2): async-signal-safe */
     if (s->sharded) {
         char x = 1;
         ssize_t w = write(s->notify[1], &x, 1);
@@ -311,28 +306,6 @@ int nsv_wakeup(nsv_server *s)
         }
     }
     return NSV_OK;
-}
-
-/* Drain bookkeeping for the single loop: close idle connections, and
- * finish once none are left or the deadline passed. */
-void nsv__drain_check(nsv__loop *l)
-{
-    nsv_server *s = l->srv;
-    if (!atomic_load(&s->draining))
-        return;
-    for (uint32_t i = 0; i < l->nslots; i++) {
-        nsv__conn *c = NSV__CONN(l, i);
-        if (c->proto && c->proto->on_drain)
-            c->proto->on_drain(l, c);
-    }
-    if (atomic_load(&s->nconns) == 0 || l->now >= s->drain_deadline) {
-        for (uint32_t i = 0; i < l->nslots; i++) {
-            nsv__conn *c = NSV__CONN(l, i);
-            if (c->proto)
-                nsv__conn_close(l, c);
-        }
-        atomic_store(&s->stop, 1);
-    }
 }
 
 int nsv_drain_start(nsv_server *s, int timeout_ms)
@@ -427,7 +400,7 @@ int nsv_fd(nsv_server *s)
     if (s->sharded) {
         return nsv__shard_fd(s);
     }
-    return s->loops[0]->epfd;
+    return nsv__loop_fd(s->loops[0]);
 }
 
 int nsv_run(nsv_server *s)

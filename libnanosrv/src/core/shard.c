@@ -40,15 +40,6 @@ static void connect_here(nsv__loop *l, struct connect_req *r)
 }
 
 
-typedef struct cmd {
-    uint32_t op;
-    int32_t status;
-    uint64_t id;
-    uint64_t arg;
-    uint32_t hlen, blen;
-    struct sockaddr_storage ss; /* NSV__OP_ADOPT only */
-} cmd;
-
 static _Thread_local nsv__loop *tl_loop;
 static int ensure_started(nsv_server *s);
 
@@ -67,112 +58,31 @@ static void notify_host(nsv_server *s)
     }
 }
 
-static void wake(nsv__loop *l)
+/* A call queued by another thread, run on the owning worker. The caller
+ * was already told it succeeded: a connection that cannot take its answer
+ * or its bytes (memory, output cap) is closed with an error event, never
+ * left waiting or silently short of data. A reply whose framing only the
+ * worker could judge (a Content-Length that must match the body unless the
+ * request was HEAD, a chunk past it) fails the same way; a reply that never
+ * started is answered with a 500 instead. */
+static void conn_cmd(nsv__loop *l, const nsv__cmd *c)
 {
-    uint64_t one = 1;
-    ssize_t w = write(l->wakefd, &one, sizeof one);
-    (void)w;
-}
-
-int nsv__cmd_push_raw(nsv__loop *l, const void *cv, const char *h, const char *b);
-static int cmd_push(nsv__loop *l, const cmd *c, const char *h, const char *b)
-{
-    size_t need = (sizeof *c + c->hlen + c->blen + 7) & ~(size_t)7;
-    pthread_mutex_lock(&l->cmdlock);
-    if (l->cmd_cap - l->cmd_len < need) {
-        size_t cap = l->cmd_cap ? l->cmd_cap * 2 : 64 * 1024;
-        while (cap - l->cmd_len < need)
-            cap *= 2;
-        char *p = nsv__realloc(&l->srv->alloc, l->cmd, cap);
-        if (!p) {
-            pthread_mutex_unlock(&l->cmdlock);
-            return NSV_ENOMEM;
-        }
-        l->cmd = p;
-        l->cmd_cap = cap;
-    }
-    char *d = l->cmd + l->cmd_len;
-    int was_empty = l->cmd_len == 0;
-    memcpy(d, c, sizeof *c);
-    if (c->hlen)
-        memcpy(d + sizeof *c, h, c->hlen);
-    if (c->blen)
-        memcpy(d + sizeof *c + c->hlen, b, c->blen);
-    l->cmd_len += need;
-    atomic_store(&l->has_cmd, 1);
-    pthread_mutex_unlock(&l->cmdlock);
-    if (was_empty)
-        wake(l); /* the worker empties the queue on every wakeup */
-    return NSV_OK;
-}
-
-/* Worker side: run the commands queued since the last iteration. */
-
-void nsv__cmd_run(nsv__loop *l)
-{
-    if (!atomic_load_explicit(&l->has_cmd, memory_order_acquire))
+    l->forwarded = 1;
+    int r = nsv__conn_op(l->srv, l, c);
+    l->forwarded = 0;
+    int framing = (r == NSV_EINVAL || r == NSV_ETOOBIG) && c->op >= NSV__OP_REPLY && c->op <= NSV__OP_END;
+    nsv__conn *cc = (r == NSV_ENOMEM || r == NSV_EAGAIN || framing) ? nsv__conn_get(l, c->id) : NULL;
+    if (!cc)
         return;
-    pthread_mutex_lock(&l->cmdlock);
-    atomic_store(&l->has_cmd, 0);
-    char *p = l->cmd;
-    size_t len = l->cmd_len, cap = l->cmd_cap;
-    l->cmd = l->cmd_spare;
-    l->cmd_cap = l->cmd_spare_cap;
-    l->cmd_len = 0;
-    pthread_mutex_unlock(&l->cmdlock);
-    for (size_t off = 0; off < len;) {
-        cmd c;
-        memcpy(&c, p + off, sizeof c);
-        const char *h = p + off + sizeof c, *b = h + c.hlen;
-        if (c.op == NSV__OP_ADOPT)
-            nsv__loop_adopt(l, (int)c.arg, c.status, &c.ss);
-        else if (c.op == NSV__OP_RESOLVED)
-            nsv__tcp_resolved(l, c.id, c.status, &c.ss);
-        else if (c.op == NSV__OP_CONNECT)
-            connect_here(l, (struct connect_req *)(uintptr_t)c.arg);
-        else {
-            l->forwarded = 1;
-            int r = nsv__conn_op(l->srv, l, c.op, c.id, c.status, h, c.hlen, b, c.blen, c.arg);
-            l->forwarded = 0;
-            /* The caller was already told the call succeeded: a connection
-             * that cannot take its answer or its bytes (memory, output cap)
-             * is closed with an error event, never left waiting or silently
-             * short of data. */
-            /* A reply whose framing only the worker could judge (a
-             * Content-Length that must match the body unless the request
-             * was HEAD, a chunk past it) fails the same way; a reply that
-             * never started is answered with a 500 instead. */
-            int framing = (r == NSV_EINVAL || r == NSV_ETOOBIG) && c.op >= NSV__OP_REPLY && c.op <= NSV__OP_END;
-            nsv__conn *cc = (r == NSV_ENOMEM || r == NSV_EAGAIN || framing) ? nsv__conn_get(l, c.id) : NULL;
-            if (cc) {
-                const char *msg = framing ? nsv_last_error_detail(l->srv) : "queued call failed: output limit or memory";
-                nsv__evq_emit(l, cc, NSV_EV_ERROR, r, 0, msg, strlen(msg));
-                if (cc->state == NSV__C_PENDING)
-                    nsv__error_reply(l, cc, 500);
-                else if (c.op != NSV__OP_END) /* a short END already closes after what was sent */
-                    nsv__conn_close(l, cc);
-            }
-        }
-        off += (sizeof c + c.hlen + c.blen + 7) & ~(size_t)7;
-    }
-    l->cmd_spare = p;
-    l->cmd_spare_cap = cap;
+    const char *msg = framing ? nsv_last_error_detail(l->srv) : "queued call failed: output limit or memory";
+    nsv__evq_emit(l, cc, NSV_EV_ERROR, r, 0, msg, strlen(msg));
+    if (cc->state == NSV__C_PENDING)
+        nsv__error_reply(l, cc, 500);
+    else if (c->op != NSV__OP_END) /* a short END already closes after what was sent */
+        nsv__conn_close(l, cc);
 }
 
-void nsv__shard_handoff(nsv__loop *from, int fd, int lidx, const struct sockaddr_storage *ss)
-{
-    nsv_server *s = from->srv;
-    nsv__loop *to = s->loops[from->rr++ % (uint32_t)s->nloops];
-    if (to == from) {
-        nsv__loop_adopt(from, fd, lidx, ss);
-        return;
-    }
-    cmd c = {.op = NSV__OP_ADOPT, .status = lidx, .arg = (uint64_t)fd, .ss = *ss};
-    if (cmd_push(to, &c, NULL, NULL) != 0) {
-        close(fd);
-        atomic_fetch_sub(&s->nconns, 1);
-    }
-}
+static void connect_cmd(nsv__loop *l, const nsv__cmd *c) { connect_here(l, (struct connect_req *)(uintptr_t)c->arg); }
 
 /* Check and advance a connection's ticket from another thread. from 4 means
  * any state (only the id is checked). An upgrade (from PENDING to WS) of a
@@ -237,19 +147,10 @@ int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, cons
     if (r && r != NSV_EPARSE)
         return r;
     /* NSV_EPARSE: an invalid handshake; the worker still sends the 400/426. */
-    cmd c = {.op = op, .status = status, .id = id, .arg = arg, .hlen = (uint32_t)hlen,
-             .blen = (uint32_t)blen};
-    int pr = cmd_push(s->loops[NSV__ID_LOOP(id)], &c, h, b);
+    nsv__cmd c = {.fn = conn_cmd, .op = op, .status = status, .id = id, .arg = arg, .hlen = hlen,
+             .blen = blen};
+    int pr = nsv__cmd_push(s->loops[NSV__ID_LOOP(id)], &c, h, b);
     return pr ? pr : r;
-}
-
-/* Post a resolver result to a loop (any thread). */
-void nsv__post_resolved(nsv__loop *l, uint64_t id, int err, const struct sockaddr_storage *ss)
-{
-    cmd c = {.op = NSV__OP_RESOLVED, .id = id, .status = err};
-    if (ss)
-        c.ss = *ss;
-    cmd_push(l, &c, NULL, NULL);
 }
 
 /* Round trip to a worker, which owns the connection table. */
@@ -263,8 +164,8 @@ int64_t nsv__shard_connect(nsv_server *s, const char *url, size_t len)
     struct connect_req req = {.url = url, .len = len};
     pthread_mutex_init(&req.m, NULL);
     pthread_cond_init(&req.cv, NULL);
-    cmd c = {.op = NSV__OP_CONNECT, .arg = (uint64_t)(uintptr_t)&req};
-    r = cmd_push(l, &c, NULL, NULL);
+    nsv__cmd c = {.fn = connect_cmd, .arg = (uint64_t)(uintptr_t)&req};
+    r = nsv__cmd_push(l, &c, NULL, NULL);
     if (r == 0) {
         pthread_mutex_lock(&req.m);
         while (!req.done && !atomic_load(&s->stop)) {
@@ -303,8 +204,9 @@ int nsv__shard_broadcast(nsv_server *s, int32_t route, int opcode, const char *d
             n += nsv__ws_broadcast_loop(self, route, opcode, data, len);
             continue;
         }
-        cmd c = {.op = NSV__OP_WS_BCAST, .status = route, .arg = (uint64_t)opcode, .blen = (uint32_t)len};
-        int r = cmd_push(s->loops[i], &c, NULL, data);
+        nsv__cmd c = {.fn = conn_cmd, .op = NSV__OP_WS_BCAST, .status = route, .arg = (uint64_t)opcode,
+                      .blen = len};
+        int r = nsv__cmd_push(s->loops[i], &c, NULL, data);
         if (r)
             return r;
     }
@@ -349,6 +251,10 @@ int nsv__shard_start(nsv_server *s, int workers)
         return nsv__set_detail(NULL, NSV_ESYS, "nsv_server_new_sharded: pipe2: %s", strerror(errno));
     for (int i = 0; i < workers; i++) {
         nsv__loop *l = nsv__loop_new(s, i);
+        if (l && nsv__http_loop_init(l) != 0) {
+            nsv__loop_free(l);
+            l = NULL;
+        }
         if (!l)
             return nsv__set_detail(NULL, NSV_ENOMEM, "nsv_server_new_sharded: cannot create worker %d of %d",
                                    i, workers);
@@ -418,7 +324,7 @@ void nsv__shard_stop(nsv_server *s)
 {
     atomic_store(&s->stop, 1);
     for (int i = 0; i < s->nloops; i++) {
-        wake(s->loops[i]);
+        nsv__loop_wake(s->loops[i]);
         if (s->loops[i]->started)
             pthread_join(s->loops[i]->thread, NULL);
         s->loops[i]->started = 0;

@@ -1,7 +1,8 @@
 /* http_conn.c - the HTTP/1.1 read side: buffer, parse, frame the body,
  * and hand one complete request at a time to the host as an event. */
-#include "../core/server.h"
-#include "../net/io.h"
+#include "http.h"
+#include "../ws/ws.h"
+#include "../loop/io.h"
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -74,14 +75,14 @@ static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const nsv_
     nsv__request r;
     if (parsed) /* head parsed in this same pass: no second parse */
         r = *parsed;
-    else if (nsv__http_parse_request(data, c->head_len, &r, l->hdrs, NSV__ARRAY_LEN(l->hdrs),
+    else if (nsv__http_parse_request(data, c->head_len, &r, l->http->hdrs, NSV__ARRAY_LEN(l->http->hdrs),
                                      (size_t)s->max_uri) <= 0)
         return nsv__error_reply(l, c, 400), H_ERROR;
     uint32_t np = 0, rflags = 0;
     int32_t route = -1;
     if (s->router)
         route = nsv__router_match(s->router, r.method, r.method_len, r.path, r.path_len,
-                                  l->params, NSV__MAX_PARAMS, &np, &rflags);
+                                  l->http->params, NSV__MAX_PARAMS, &np, &rflags);
     c->route = route;
     int ws_route = route >= 0 && (rflags & NSV_ROUTE_WEBSOCKET);
     if ((r.flags & NSV__RF_UPGRADE_WS) || ws_route)
@@ -97,7 +98,7 @@ static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const nsv_
     }
     size_t plen = 0;
     for (uint32_t i = 0; i < np; i++)
-        plen += l->params[i].name_len + l->params[i].val_len + 2;
+        plen += l->http->params[i].name_len + l->http->params[i].val_len + 2;
     size_t hlen = headers_block_len(&r);
     uint32_t tlen = nsv__tls_info_len(c); /* "sni\0subject\0" of TLS connections */
     size_t total = r.method_len + r.path_len + r.query_len + hlen + plen + blen + c->peer_len + tlen;
@@ -140,9 +141,9 @@ static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const nsv_
     ev->nheaders = (uint32_t)r.num_headers;
     ev->params_off = off;
     for (uint32_t i = 0; i < np; i++) {
-        put(d, &off, l->params[i].name, l->params[i].name_len);
+        put(d, &off, l->http->params[i].name, l->http->params[i].name_len);
         d[off++] = 0;
-        put(d, &off, r.path + l->params[i].val_off, l->params[i].val_len);
+        put(d, &off, r.path + l->http->params[i].val_off, l->http->params[i].val_len);
         d[off++] = 0;
     }
     ev->params_len = off - ev->params_off;
@@ -180,9 +181,9 @@ static int start_request(nsv__loop *l, nsv__conn *c, const char *data, size_t le
 {
     nsv_server *s = l->srv;
     nsv__request *r = rp;
-    size_t maxh = (size_t)s->max_headers < NSV__ARRAY_LEN(l->hdrs) ? (size_t)s->max_headers
-                                                                  : NSV__ARRAY_LEN(l->hdrs);
-    int n = nsv__http_parse_request(data, len, r, l->hdrs, maxh, (size_t)s->max_uri);
+    size_t maxh = (size_t)s->max_headers < NSV__ARRAY_LEN(l->http->hdrs) ? (size_t)s->max_headers
+                                                                  : NSV__ARRAY_LEN(l->http->hdrs);
+    int n = nsv__http_parse_request(data, len, r, l->http->hdrs, maxh, (size_t)s->max_uri);
     if (n == 0) {
         if (len > (size_t)s->max_header_bytes)
             return nsv__error_reply(l, c, 431), H_ERROR;
@@ -425,6 +426,13 @@ static void on_drain(nsv__loop *l, nsv__conn *c)
     if (c->state == NSV__C_READ && idle && !c->req_started && c->in.len == c->in.off &&
         c->out.len == c->out.off)
         nsv__conn_close(l, c);
+}
+
+/* HTTP's per-loop scratch; the loop frees it as plain memory. */
+int nsv__http_loop_init(nsv__loop *l)
+{
+    l->http = nsv__calloc(&l->srv->alloc, sizeof *l->http);
+    return l->http ? NSV_OK : NSV_ENOMEM;
 }
 
 const nsv__proto nsv__proto_http = {

@@ -1,5 +1,5 @@
 /* response.c - formats replies into the connection's output buffer. */
-#include "../core/server.h"
+#include "http.h"
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -49,18 +49,18 @@ static const char *reason(int status)
  * the loop's cached monotonic time passes the next second boundary. */
 void nsv__update_date(nsv__loop *l)
 {
-    if (l->now < l->date_until)
+    if (l->now < l->http->date_until)
         return;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    l->date_until = l->now + (1000 - ts.tv_nsec / 1000000);
+    l->http->date_until = l->now + (1000 - ts.tv_nsec / 1000000);
     time_t t = ts.tv_sec;
-    if (t == l->date_sec)
+    if (t == l->http->date_sec)
         return;
-    l->date_sec = t;
+    l->http->date_sec = t;
     struct tm tm;
     gmtime_r(&t, &tm);
-    strftime(l->date, sizeof l->date, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+    strftime(l->http->date, sizeof l->http->date, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
 }
 
 static char *put_u64(char *p, uint64_t v)
@@ -252,15 +252,15 @@ static int headers_of(nsv__loop *l, const char *hdrs, size_t hlen, nsv__hscan *h
         memset(hs, 0, sizeof *hs);
         return 0;
     }
-    if (hlen == l->hc_len && !memcmp(hdrs, l->hc, hlen)) {
-        *hs = l->hc_scan; /* the same block as the last reply: already checked */
+    if (hlen == l->http->hc_len && !memcmp(hdrs, l->http->hc, hlen)) {
+        *hs = l->http->hc_scan; /* the same block as the last reply: already checked */
         return 0;
     }
     int r = nsv__headers_scan(l->srv, hdrs, hlen, hs);
-    if (r == 0 && hlen <= sizeof l->hc) {
-        memcpy(l->hc, hdrs, hlen);
-        l->hc_len = (uint32_t)hlen;
-        l->hc_scan = *hs;
+    if (r == 0 && hlen <= sizeof l->http->hc) {
+        memcpy(l->http->hc, hdrs, hlen);
+        l->http->hc_len = (uint32_t)hlen;
+        l->http->hc_scan = *hs;
     }
     return r;
 }
@@ -359,7 +359,7 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
         *p++ = '\n';
     }
     if (!(hs.seen & HAS_DATE)) {
-        memcpy(p, l->date, 37);
+        memcpy(p, l->http->date, 37);
         p += 37;
     }
     if (!(hs.seen & HAS_CONN)) {
@@ -477,7 +477,7 @@ int nsv__error_reply(nsv__loop *l, nsv__conn *c, int status)
     int n = snprintf(buf, sizeof buf,
                      "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
                      "%.37s%sConnection: close\r\n\r\n%s\n",
-                     status, rs, strlen(rs) + 1, l->date,
+                     status, rs, strlen(rs) + 1, l->http->date,
                      status == 426 ? "Sec-WebSocket-Version: 13\r\nUpgrade: websocket\r\n" : "", rs);
     c->keepalive = 0;
     c->state = NSV__C_NONE;

@@ -1,6 +1,6 @@
 /* buf.c - connection buffers. One-block buffers come from a per-loop pool so
  * steady-state traffic allocates nothing; larger ones use the allocator. */
-#include "../core/server.h"
+#include "loop.h"
 #include <string.h>
 
 static char *pool_get(nsv__loop *l)

@@ -1,6 +1,6 @@
 /* evq.c - the per-loop queue of serialized events that nsv_poll copies out.
  * Entry: [uint32 size][uint32 data_len][nsv_event][data], padded to 8. */
-#include "../core/server.h"
+#include "loop.h"
 #include <string.h>
 
 #define HDR 8

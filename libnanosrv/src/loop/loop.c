@@ -1,6 +1,6 @@
 /* loop.c - one epoll loop: connection table, accept, flush, timers. */
-#include "../core/server.h"
-#include "../net/io.h"
+#include "loop.h"
+#include "io.h"
 #include <errno.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -81,6 +81,7 @@ void nsv__loop_free(nsv__loop *l)
         nsv__free(a, l->big[i].p);
     nsv__free(a, l->q.p);
     nsv__free(a, l->scratch);
+    nsv__free(a, l->http);
     if (l->locks_ready) {
         pthread_mutex_destroy(&l->qlock);
         pthread_cond_destroy(&l->qcond);
@@ -104,6 +105,26 @@ int nsv__loop_add_listener(nsv__loop *l, int lidx)
 }
 
 uint64_t nsv__conn_id(nsv__loop *l, nsv__conn *c) { return NSV__ID(c->slot, l->idx, c->gen); }
+
+/* The poller is touched only in this file; these are the other layers' way in. */
+int nsv__loop_fd(const nsv__loop *l) { return l->epfd; }
+
+void nsv__loop_remove_fd(nsv__loop *l, int fd)
+{
+    struct epoll_event ev = {0};
+    epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, &ev);
+}
+
+/* Watch a connection's socket that is not in the poller yet (an outbound
+ * connect); adopted sockets are added by nsv__loop_adopt. */
+int nsv__loop_watch(nsv__loop *l, nsv__conn *c, int rd, int wr)
+{
+    c->reading = (uint8_t)rd;
+    c->writing = (uint8_t)wr;
+    struct epoll_event ev = {.events = (rd ? EPOLLIN : 0) | (wr ? EPOLLOUT : 0),
+                             .data.u64 = EV_DATA(TAG_CONN, c->slot)};
+    return epoll_ctl(l->epfd, EPOLL_CTL_ADD, c->fd, &ev) == 0 ? 0 : NSV_ESYS;
+}
 
 nsv__conn *nsv__conn_get(nsv__loop *l, uint64_t id)
 {
@@ -218,7 +239,7 @@ void nsv__conn_close(nsv__loop *l, nsv__conn *c)
     atomic_fetch_sub(&l->srv->nconns, 1);
 }
 
-static void format_peer(nsv__conn *c, const struct sockaddr_storage *ss)
+void nsv__conn_format_peer(nsv__conn *c, const struct sockaddr_storage *ss)
 {
     if (ss->ss_family == AF_INET6) {
         const struct sockaddr_in6 *a = (const void *)ss;
@@ -249,7 +270,7 @@ nsv__conn *nsv__loop_adopt(nsv__loop *l, int fd, int lidx, const struct sockaddr
     c->listener = (uint16_t)lidx;
     c->reading = 1;
     c->watch_hup = !!(c->proto->flags & NSV__P_WATCH_HUP);
-    format_peer(c, ss);
+    nsv__conn_format_peer(c, ss);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     c->deadline = l->now + l->srv->request_timeout_ms;
@@ -310,7 +331,7 @@ static void on_accept(nsv__loop *l, int lidx, int lfd)
             continue;
         }
         if (s->sharded && s->shard_accept && s->nloops > 1)
-            nsv__shard_handoff(l, fd, lidx, &ss);
+            nsv__loop_handoff(l, fd, lidx, &ss);
         else
             nsv__loop_adopt(l, fd, lidx, &ss);
     }
@@ -478,6 +499,28 @@ void nsv__loop_flush_dirty(nsv__loop *l)
     }
 }
 
+/* Drain bookkeeping of a loop: close idle connections, and
+ * finish once none are left or the deadline passed. */
+void nsv__drain_check(nsv__loop *l)
+{
+    nsv_server *s = l->srv;
+    if (!atomic_load(&s->draining))
+        return;
+    for (uint32_t i = 0; i < l->nslots; i++) {
+        nsv__conn *c = NSV__CONN(l, i);
+        if (c->proto && c->proto->on_drain)
+            c->proto->on_drain(l, c);
+    }
+    if (atomic_load(&s->nconns) == 0 || l->now >= s->drain_deadline) {
+        for (uint32_t i = 0; i < l->nslots; i++) {
+            nsv__conn *c = NSV__CONN(l, i);
+            if (c->proto)
+                nsv__conn_close(l, c);
+        }
+        atomic_store(&s->stop, 1);
+    }
+}
+
 static void sweep(nsv__loop *l)
 {
     l->next_sweep = l->now + NSV__SWEEP_MS;
@@ -592,7 +635,7 @@ int nsv__loop_run_once(nsv__loop *l, int timeout_ms)
         else if (tag == TAG_LISTENER)
             on_accept(l, (int)((d >> 32) & 0xFFFF), (int)v);
         else {
-            uint64_t x;
+            uint64_t x; /* a wakeup (nsv__loop_wake): just clear it */
             ssize_t r = read(l->wakefd, &x, sizeof x);
             (void)r;
         }

@@ -4,7 +4,7 @@
  * a fast peer grow the queue without bound, and the sends the host makes
  * later for that data overflow the output cap on a connection the worker
  * never paused. HTTP needs none of this: one request at a time is in flight. */
-#include "../core/server.h"
+#include "loop.h"
 #include <unistd.h>
 
 static size_t limit(const nsv__loop *l)
@@ -19,11 +19,8 @@ void nsv__throttle_release(nsv__loop *l)
 {
     if (!atomic_load(&l->throttled) || atomic_load(&l->backlog) > limit(l) / 2)
         return;
-    if (atomic_exchange(&l->throttled, 0) == 1) {
-        uint64_t one = 1;
-        ssize_t w = write(l->wakefd, &one, sizeof one);
-        (void)w;
-    }
+    if (atomic_exchange(&l->throttled, 0) == 1)
+        nsv__loop_wake(l);
 }
 
 static void resume(nsv__loop *l)

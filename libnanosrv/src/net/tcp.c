@@ -2,8 +2,8 @@
  * (nsv_connect), with data/writable events, water marks, pause/resume,
  * half-close and abort. Names resolve on a short-lived thread so the loop
  * never blocks on DNS. */
-#include "../core/server.h"
-#include "io.h"
+#include "tcp.h"
+#include "../loop/io.h"
 #include "../tls/tls.h"
 #include <arpa/inet.h>
 #include <errno.h>
@@ -169,10 +169,8 @@ static void start_connect(nsv__loop *l, nsv__conn *c, const struct sockaddr_stor
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (connect(fd, (const struct sockaddr *)ss, sl) != 0 && errno != EINPROGRESS)
         return connect_failed(l, c, errno == ECONNREFUSED ? NSV_ECONNREFUSED : NSV_ESYS, strerror(errno));
-    struct epoll_event ev = {.events = EPOLLOUT, .data.u64 = c->slot};
-    if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+    if (nsv__loop_watch(l, c, 0, 1) != 0)
         return connect_failed(l, c, NSV_ESYS, strerror(errno));
-    c->writing = 1;
 }
 
 static void tls_connected(nsv__loop *l, nsv__conn *c);
@@ -190,14 +188,8 @@ static void connect_event(nsv__loop *l, nsv__conn *c)
                               strerror(err));
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
-    if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) == 0) {
-        void *a = ss.ss_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
-                                           : (void *)&((struct sockaddr_in *)&ss)->sin_addr;
-        inet_ntop(ss.ss_family, a, c->peer, sizeof c->peer);
-        c->peer_len = (uint8_t)strlen(c->peer);
-        c->peer_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                                      : ((struct sockaddr_in *)&ss)->sin_port);
-    }
+    if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) == 0)
+        nsv__conn_format_peer(c, &ss);
     c->proto = &nsv__proto_tcp;
     c->deadline = l->now + l->srv->idle_timeout_ms;
     if (c->tls_host) { /* tls://: connected means handshake done */
@@ -235,6 +227,19 @@ struct resolve_job {
     char port[8];
 };
 
+/* A name lookup finished (on its thread); this runs on the loop. */
+static void resolved_cmd(nsv__loop *l, const nsv__cmd *cmd)
+{
+    int err = cmd->status;
+    const struct sockaddr_storage *ss = &cmd->ss;
+    nsv__conn *c = nsv__conn_get(l, cmd->id);
+    if (!c || c->proto != &nsv__proto_connect)
+        return; /* aborted or timed out meanwhile */
+    if (err)
+        return connect_failed(l, c, err, "name not resolved");
+    start_connect(l, c, ss);
+}
+
 static void *resolve_main(void *arg)
 {
     struct resolve_job *j = arg;
@@ -243,7 +248,8 @@ static void *resolve_main(void *arg)
     struct sockaddr_storage ss = {0};
     if (gr == 0 && res)
         memcpy(&ss, res->ai_addr, res->ai_addrlen);
-    nsv__post_resolved(j->loop, j->id, gr == 0 && res ? 0 : NSV_ENOTFOUND, &ss);
+    nsv__cmd c = {.fn = resolved_cmd, .id = j->id, .status = gr == 0 && res ? 0 : NSV_ENOTFOUND, .ss = ss};
+    nsv__cmd_push(j->loop, &c, NULL, NULL);
     if (res)
         freeaddrinfo(res);
     nsv_server *s = j->srv;
@@ -252,15 +258,6 @@ static void *resolve_main(void *arg)
     return NULL;
 }
 
-void nsv__tcp_resolved(nsv__loop *l, uint64_t id, int err, const struct sockaddr_storage *ss)
-{
-    nsv__conn *c = nsv__conn_get(l, id);
-    if (!c || c->proto != &nsv__proto_connect)
-        return; /* aborted or timed out meanwhile */
-    if (err)
-        return connect_failed(l, c, err, "name not resolved");
-    start_connect(l, c, ss);
-}
 
 /* Create the connection on this loop. Returns its id or an error. */
 int64_t nsv__tcp_connect_here(nsv__loop *l, const char *url, size_t len)

@@ -25,7 +25,7 @@
 #ifndef NSV_TLS_H
 #define NSV_TLS_H
 
-#include "../core/server.h"
+#include "../loop/loop.h"
 #include <errno.h>
 #include <sys/types.h>
 

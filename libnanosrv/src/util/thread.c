@@ -1,6 +1,6 @@
 /* thread.c - the library's own threads (workers, name lookups) start with
  * every signal blocked, so the host's handlers run on the host's threads. */
-#include "../core/server.h"
+#include "../internal.h"
 #include <signal.h>
 
 int nsv__thread_start(pthread_t *t, const pthread_attr_t *at, void *(*fn)(void *), void *arg)

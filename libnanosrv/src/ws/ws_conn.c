@@ -1,8 +1,9 @@
 /* ws_conn.c - WebSocket connections: handshake check and 101, the frame
  * receive path (reassembly, UTF-8, control frames, close handshake), sends,
  * broadcast and keepalive pings. Codec rules live in frame.c / utf8.c. */
-#include "../core/server.h"
-#include "../net/io.h"
+#include "ws.h"
+#include "../http/http.h"
+#include "../loop/io.h"
 #include "frame.h"
 #include "handshake.h"
 #include "utf8.h"

@@ -1,10 +1,10 @@
 /* io.h - the one place where connection bytes meet the socket, so TLS can
  * sit in between. Same contract as recv/send: > 0 bytes, 0 EOF (recv), -1
  * with errno (EAGAIN when the call would block). */
-#ifndef NSV_NET_IO_H
-#define NSV_NET_IO_H
+#ifndef NSV_LOOP_IO_H
+#define NSV_LOOP_IO_H
 
-#include "../core/server.h"
+#include "loop.h"
 #include "../tls/tls.h"
 #include <sys/socket.h>
 

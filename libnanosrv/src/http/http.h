@@ -1,0 +1,47 @@
+/* http.h - the HTTP/1 layer: the read side (http_conn.c) and replies
+ * (response.c) over the loop; parsing (parse.h) and routing (router/) below. */
+#ifndef NSV_HTTP_H
+#define NSV_HTTP_H
+
+#include "../loop/loop.h"
+#include "../router/router.h"
+#include "parse.h"
+
+#define NSV__MAX_PARAMS 32
+
+/* What a reply's header block says (response.c). */
+typedef struct nsv__hscan {
+    unsigned seen;           /* which of the headers the library adds are present */
+    uint32_t te_off, te_len; /* the Transfer-Encoding line in the block */
+    uint64_t cl;             /* the Content-Length value, when present */
+} nsv__hscan;
+
+/* HTTP's per-loop scratch (nsv__loop.http): parse results and caches that
+ * serve one request at a time. */
+typedef struct nsv__http_loop {
+    nsv__hdr hdrs[256];
+    nsv__param params[NSV__MAX_PARAMS];
+    char date[40];          /* "Date: ...\r\n" */
+    int64_t date_sec;
+    int64_t date_until;     /* loop time (ms) when the Date line must be checked again */
+    char hc[128];           /* last reply header block that passed the check */
+    uint32_t hc_len;
+    nsv__hscan hc_scan;
+} nsv__http_loop;
+
+/* http_conn.c */
+int nsv__http_loop_init(nsv__loop *l);
+void nsv__http_process(nsv__loop *l, nsv__conn *c);
+
+/* response.c */
+int nsv__scan_headers(const char *h, size_t n, unsigned *seen);
+int nsv__headers_scan(nsv_server *s, const char *h, size_t n, nsv__hscan *out);
+int nsv__reply_check(nsv_server *s, int status, const nsv__hscan *hs, int stream);
+int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t hlen,
+               const char *body, size_t blen, int stream);
+int nsv__send_chunk(nsv__loop *l, nsv__conn *c, const char *data, size_t len);
+int nsv__reply_end(nsv__loop *l, nsv__conn *c);
+int nsv__error_reply(nsv__loop *l, nsv__conn *c, int status);
+void nsv__update_date(nsv__loop *l);
+
+#endif

@@ -6,7 +6,7 @@
  * server (utilities, NULL server). A server is known by its address and by
  * a serial drawn at creation, so a new server at a freed server's address
  * never sees the old text. Nothing here allocates. */
-#include "server.h"
+#include "../loop/loop.h" /* the server record (its detail serial) */
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@ PYTHON     ?= python3
 PKG_CONFIG ?= pkg-config
 export PYTHON
 
-CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
+CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Werror -Wshadow \
                -fPIC -fvisibility=hidden -pthread -Ilibnanosrv/include
 ifeq ($(SAN),asan)
   OPT := -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer

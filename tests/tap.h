@@ -1,4 +1,4 @@
-/* tap.h - tiny TAP producer for C tests: ok(), is_int(), is_str(), done_testing(). */
+/* tap.h - tiny TAP producer for C tests: ok(), is_int(), is_mem(), diag(), done_testing(). */
 #ifndef NSV_TAP_H
 #define NSV_TAP_H
 #include <stdio.h>

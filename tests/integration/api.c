@@ -266,6 +266,7 @@ static void test_errors(void)
 static int cb_count;
 static void on_ev(nsv_server *s, const nsv_event *ev, const char *a, void *ud)
 {
+    (void)ud;
     if (ev->type != NSV_EV_REQUEST)
         return;
     cb_count++;

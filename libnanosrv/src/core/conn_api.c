@@ -16,7 +16,7 @@ static nsv__loop *direct_loop(nsv_server *s, uint64_t id)
     return s->loops[li];
 }
 
-int nsv__conn_op(nsv_server *s, nsv__loop *l, const nsv__cmd *k)
+int nsv__conn_op(nsv__loop *l, const nsv__cmd *k)
 {
     uint32_t op = k->op;
     int status = k->status;
@@ -132,7 +132,7 @@ static int conn_call(nsv_server *s, const char *fn, uint32_t op, uint64_t id, in
     uint64_t mark = nsv__call_enter(s, fn);
     nsv__loop *l = direct_loop(s, id);
     nsv__cmd k = {.op = op, .status = status, .id = id, .arg = arg, .h = h, .hlen = hlen, .b = b, .blen = blen};
-    int r = l ? nsv__conn_op(s, l, &k)
+    int r = l ? nsv__conn_op(l, &k)
               : nsv__shard_forward(s, op, id, status, h, hlen, b, blen, arg);
     nsv__call_leave();
     return r < 0 ? conn_fail(s, mark, fn, op, id, r) : r;

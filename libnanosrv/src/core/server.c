@@ -324,7 +324,7 @@ int nsv_drain_start(nsv_server *s, int timeout_ms)
     return nsv_wakeup(s);
 }
 
-static int loop_step(nsv_server *s, nsv__loop *l, int timeout_ms)
+static int loop_step(nsv__loop *l, int timeout_ms)
 {
     nsv__loop_turn(l); /* output held for pipelined answers goes now */
     nsv__cmd_run(l); /* name lookups that finished */
@@ -369,11 +369,11 @@ int nsv_poll(nsv_server *s, nsv_event *evs, int max, char *arena, size_t cap, in
             return nsv__set_detail(s, NSV_ESTOPPED, "nsv_poll: the server is stopped (nsv_stop or a "
                                    "finished drain)");
         }
-        int r = loop_step(s, l, timeout_ms);
+        int r = loop_step(l, timeout_ms);
         if (r < 0)
             return nsv__set_detail(s, r, "nsv_poll: epoll_wait: %s", strerror(errno));
     } else {
-        loop_step(s, l, 0);
+        loop_step(l, 0);
     }
     size_t aoff = 0;
     int n = nsv__evq_copy_out(l, evs, max, arena, cap, &aoff);
@@ -412,7 +412,7 @@ int nsv_run(nsv_server *s)
     }
     nsv__loop *l = s->loops[0];
     while (!atomic_load(&s->stop)) {
-        int r = loop_step(s, l, 1000);
+        int r = loop_step(l, 1000);
         if (r < 0)
             return nsv__set_detail(s, r, "nsv_run: epoll_wait: %s", strerror(errno));
     }
@@ -429,6 +429,6 @@ int nsv_drain(nsv_server *s, int timeout_ms)
     }
     nsv__loop *l = s->loops[0];
     while (!atomic_load(&s->stop))
-        loop_step(s, l, 50);
+        loop_step(l, 50);
     return NSV_OK;
 }

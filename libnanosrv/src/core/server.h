@@ -29,7 +29,7 @@ enum {
 };
 
 /* conn_api.c: one operation (op, id, status, h/hlen, b/blen, arg of c). */
-int nsv__conn_op(nsv_server *s, nsv__loop *l, const nsv__cmd *c);
+int nsv__conn_op(nsv__loop *l, const nsv__cmd *c);
 /* options.c */
 void nsv__options_defaults(nsv_server *s);
 

@@ -68,7 +68,7 @@ static void notify_host(nsv_server *s)
 static void conn_cmd(nsv__loop *l, const nsv__cmd *c)
 {
     l->forwarded = 1;
-    int r = nsv__conn_op(l->srv, l, c);
+    int r = nsv__conn_op(l, c);
     l->forwarded = 0;
     int framing = (r == NSV_EINVAL || r == NSV_ETOOBIG) && c->op >= NSV__OP_REPLY && c->op <= NSV__OP_END;
     nsv__conn *cc = (r == NSV_ENOMEM || r == NSV_EAGAIN || framing) ? nsv__conn_get(l, c->id) : NULL;

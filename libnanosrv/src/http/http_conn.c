@@ -60,7 +60,7 @@ static uint32_t put(char *d, uint32_t *off, const char *p, size_t n)
 }
 
 /* Auto 404 answered in C for servers configured so. */
-static int auto_404(nsv__loop *l, nsv__conn *c, const nsv__request *r)
+static int auto_404(nsv__loop *l, nsv__conn *c)
 {
     static const char body[] = "{\"error\":\"not found\"}\n";
     static const char hdr[] = "Content-Type: application/json\r\n";
@@ -93,7 +93,7 @@ static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const nsv_
         return nsv__error_reply(l, c, c->ws_check ? c->ws_check : 426), H_ERROR;
     if (route < 0 && s->auto_404) {
         c->state = NSV__C_PENDING;
-        auto_404(l, c, &r);
+        auto_404(l, c);
         return !c->proto ? H_ERROR : H_DONE;
     }
     size_t plen = 0;
@@ -301,7 +301,7 @@ static void process_scratch(nsv__loop *l, nsv__conn *c, char *data, size_t n)
     }
 }
 
-static size_t read_room(nsv__loop *l, nsv__conn *c)
+static size_t read_room(const nsv__conn *c)
 {
     size_t want = 4096;
     if (c->head_len && c->body_need > 0) {
@@ -334,7 +334,7 @@ static void on_readable(nsv__loop *l, nsv__conn *c)
     if (into_scratch) {
         n = nsv__io_recv(l, c, l->scratch, NSV__SCRATCH);
     } else {
-        size_t room = read_room(l, c);
+        size_t room = read_room(c);
         if (c->state != NSV__C_READ || c->out.len - c->out.off >= NSV__PIPELINE_OUT) {
             /* The host is busy with a request, or the client is not reading
              * its responses (parsing stopped): buffer a bounded amount. */
@@ -386,7 +386,11 @@ static void on_timer(nsv__loop *l, nsv__conn *c)
     nsv__conn_close(l, c);
 }
 
-static void on_open(nsv__loop *l, nsv__conn *c) { c->state = NSV__C_READ; }
+static void on_open(nsv__loop *l, nsv__conn *c)
+{
+    (void)l;
+    c->state = NSV__C_READ;
+}
 
 /* On the flush list: parse requests buffered while the host was busy. The
  * answered output may wait one turn when the next request went to the host. */

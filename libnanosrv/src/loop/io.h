@@ -1,5 +1,7 @@
-/* io.h - the one place where connection bytes meet the socket, so TLS can
- * sit in between. Same contract as recv/send: > 0 bytes, 0 EOF (recv), -1
+/* io.h - where a connection's bytes meet its socket, so TLS can sit in
+ * between (the other writes to a socket: nsv__conn_send_direct, which skips
+ * TLS connections, and the 503 of a connection refused before it had a
+ * record). Same contract as recv/send: > 0 bytes, 0 EOF (recv), -1
  * with errno (EAGAIN when the call would block). */
 #ifndef NSV_LOOP_IO_H
 #define NSV_LOOP_IO_H

@@ -19,6 +19,7 @@
 #define NSV__BLOCK (16 * 1024)    /* pooled per-connection buffer size */
 #define NSV__BUF_MAX 0xFFFF0000u  /* 4 GiB - 64 KiB: largest buffer, so the largest reply */
 #define NSV__POOL_MAX 256         /* pooled blocks kept per loop */
+#define NSV__DIRECT_MIN (16 * 1024)   /* writes this large skip the buffer when it is empty */
 #define NSV__PIPELINE_OUT (64 * 1024) /* held output and pipelined parsing stop above this */
 #define NSV__SWEEP_MS 100
 #define NSV__CHUNK 1024           /* connection slots per table chunk */
@@ -143,7 +144,7 @@ typedef struct nsv__listener {
     int tls;  /* NSV__TLS_* (tls/tls.h): 0 plain */
 } nsv__listener;
 
-/* Queue of serialized events: [uint32 size][nsv_event][bytes], 8-aligned. */
+/* Queue of serialized events (evq.c): [uint32 size][uint32 data_len][nsv_event][data], 8-aligned. */
 typedef struct nsv__evq {
     char *p;
     size_t len, cap, rd;
@@ -293,6 +294,7 @@ void nsv__conn_mark_dirty(nsv__loop *l, nsv__conn *c);
 int nsv__conn_flush(nsv__loop *l, nsv__conn *c);
 void nsv__conn_set_events(nsv__loop *l, nsv__conn *c, int rd, int wr);
 void nsv__conn_format_peer(nsv__conn *c, const struct sockaddr_storage *ss);
+size_t nsv__conn_send_direct(nsv__conn *c, const void *head, size_t hlen, const char *data, size_t len);
 void nsv__out_queued(nsv__loop *l, nsv__conn *c);
 void nsv__read_resume(nsv__loop *l, nsv__conn *c);
 void nsv__drain_check(nsv__loop *l);

@@ -89,16 +89,13 @@ int nsv__tcp_send(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
                                (unsigned long long)nsv__out_limit(l));
     if (len == 0)
         return NSV_OK;
-    if (open_tcp(c) && queued == 0 && len >= 16384 && !c->tls) {
-        /* Idle connection, large write: straight to the socket, keep only the rest. */
-        ssize_t n = send(c->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            data += n;
-            len -= (size_t)n;
-            c->deadline = l->now + l->srv->idle_timeout_ms;
-            if (len == 0)
-                return NSV_OK;
-        }
+    size_t n = open_tcp(c) ? nsv__conn_send_direct(c, NULL, 0, data, len) : 0;
+    if (n) { /* large write, idle socket: keep only what the kernel left */
+        data += n;
+        len -= n;
+        c->deadline = l->now + l->srv->idle_timeout_ms;
+        if (len == 0)
+            return NSV_OK;
     }
     int r = nsv__buf_append(l, &c->out, data, len);
     if (r)

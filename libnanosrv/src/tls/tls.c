@@ -596,12 +596,6 @@ int nsv__tls_client_start(nsv__loop *l, nsv__conn *c, const char *host, size_t h
     return NSV_OK;
 }
 
-int nsv__tls_ready(const nsv__conn *c)
-{
-    const tls_sess *t = c->tls;
-    return !t || t->done;
-}
-
 /* Handshake complete: keep what the host may read later. */
 static void established(nsv__loop *l, nsv__conn *c, tls_sess *t)
 {

@@ -62,8 +62,6 @@ int nsv__tls_accept(nsv__loop *l, nsv__conn *c, int kind);
 int nsv__tls_client_start(nsv__loop *l, nsv__conn *c, const char *host, size_t hlen);
 /* Drive the handshake; see the lifecycle above. */
 int nsv__tls_handshake(nsv__loop *l, nsv__conn *c);
-/* 1 once the handshake is complete (or for a plain connection). */
-int nsv__tls_ready(const nsv__conn *c);
 /* Free the session; sends close_notify first when it can go at once. */
 void nsv__tls_free(nsv__loop *l, nsv__conn *c);
 
@@ -109,7 +107,6 @@ static inline int nsv__tls_client_start(nsv__loop *l, nsv__conn *c, const char *
     return nsv__set_detail(l->srv, NSV_ENOTSUP, "TLS is not available in this build");
 }
 static inline int nsv__tls_handshake(nsv__loop *l, nsv__conn *c) { (void)l, (void)c; return 1; }
-static inline int nsv__tls_ready(const nsv__conn *c) { (void)c; return 1; }
 static inline void nsv__tls_free(nsv__loop *l, nsv__conn *c) { (void)l, (void)c; }
 static inline int nsv__tls_has_ready(nsv__loop *l) { (void)l; return 0; }
 static inline void nsv__tls_run_pending(nsv__loop *l, nsv__tls_event_fn fn) { (void)l, (void)fn; }

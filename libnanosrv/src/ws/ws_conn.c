@@ -61,22 +61,11 @@ void nsv__ws_check_request(nsv__conn *c, const nsv__request *r)
     c->ws_check = 1;
 }
 
-/* Large frames on an idle connection go straight to the socket (writev):
- * one copy fewer than buffering them. Only what the kernel refuses is kept. */
-static size_t send_direct(nsv__conn *c, const uint8_t *hdr, size_t h, const char *data, size_t len)
-{
-    if (len < 16384 || c->out.len != c->out.off || c->tls || c->fd < 0)
-        return 0;
-    struct iovec iov[2] = {{(void *)hdr, h}, {(void *)data, len}};
-    ssize_t n = writev(c->fd, iov, 2);
-    return n > 0 ? (size_t)n : 0;
-}
-
 static int queue_frame(nsv__loop *l, nsv__conn *c, int opcode, const char *data, size_t len)
 {
     uint8_t hdr[NSV__WS_MAX_HEADER];
     size_t h = nsv__ws_write_header(hdr, 1, opcode, len);
-    size_t sent = send_direct(c, hdr, h, data, len);
+    size_t sent = nsv__conn_send_direct(c, hdr, h, data, len); /* large frames, idle socket */
     if (sent >= h) { /* header out: buffer the rest of the payload, if any */
         size_t done = sent - h;
         if (done == len)

@@ -68,10 +68,10 @@ static void test_grow_cap(void)
 /* Every buffer kept by the big cache is a real one of at most 1 MiB. */
 static int cache_sane(const nsv__loop *l)
 {
-    for (int i = 0; i < l->nbig; i++)
-        if (!l->big[i].p || l->big[i].cap == 0 || l->big[i].cap <= NSV__BLOCK || l->big[i].cap > MiB)
+    for (int i = 0; i < l->nbig_bufs; i++)
+        if (!l->big_bufs[i].p || l->big_bufs[i].cap == 0 || l->big_bufs[i].cap <= NSV__BLOCK || l->big_bufs[i].cap > MiB)
             return 0;
-    return l->nbig >= 0 && l->nbig <= (int)NSV__ARRAY_LEN(l->big);
+    return l->nbig_bufs >= 0 && l->nbig_bufs <= (int)NSV__ARRAY_LEN(l->big_bufs);
 }
 
 static void test_loop_caches(void)
@@ -102,28 +102,28 @@ static void test_loop_caches(void)
     for (int i = 0; i < 100 && okc; i++)
         okc = memcmp(b.p + (size_t)i * sizeof data, data, sizeof data) == 0;
     ok(okc, "content kept across growth");
-    int nbig0 = l->nbig;
+    int nbig0 = l->nbig_bufs;
     nsv__buf_release(l, &b);
-    is_int(l->nbig, nbig0 + 1, "512 KiB buffer kept in the big cache");
+    is_int(l->nbig_bufs, nbig0 + 1, "512 KiB buffer kept in the big cache");
     ok(cache_sane(l), "cache sane");
 
     /* A kept buffer is swapped in for a later growth. */
     is_int(nsv__buf_reserve(l, &b, 200 * KiB), 0, "reserve 200 KiB");
     is_int(b.cap, 512 * KiB, "got the kept 512 KiB buffer");
-    is_int(l->nbig, nbig0, "taken out of the cache");
+    is_int(l->nbig_bufs, nbig0, "taken out of the cache");
     nsv__buf_release(l, &b);
 
     is_int(nsv__buf_reserve(l, &b, MiB), 0, "reserve 1 MiB");
     is_int(b.cap, MiB, "1 MiB");
-    nbig0 = l->nbig;
+    nbig0 = l->nbig_bufs;
     nsv__buf_release(l, &b);
-    is_int(l->nbig, nbig0 + 1, "1 MiB kept (the bound)");
+    is_int(l->nbig_bufs, nbig0 + 1, "1 MiB kept (the bound)");
 
     is_int(nsv__buf_reserve(l, &b, MiB + 1), 0, "reserve 1 MiB + 1");
     is_int(b.cap, 2 * MiB, "2 MiB");
-    nbig0 = l->nbig;
+    nbig0 = l->nbig_bufs;
     nsv__buf_release(l, &b);
-    is_int(l->nbig, nbig0, "2 MiB not kept");
+    is_int(l->nbig_bufs, nbig0, "2 MiB not kept");
     ok(cache_sane(l), "cache sane");
 
     /* The cache holds at most four. */
@@ -132,7 +132,7 @@ static void test_loop_caches(void)
         nsv__buf_reserve(l, &many[i], 256 * KiB);
     for (int i = 0; i < 8; i++)
         nsv__buf_release(l, &many[i]);
-    is_int(l->nbig, 4, "big cache bounded at 4 buffers");
+    is_int(l->nbig_bufs, 4, "big cache bounded at 4 buffers");
     ok(cache_sane(l), "cache sane after many releases");
 
     /* Refusals leave the buffer as it was. */
@@ -239,9 +239,9 @@ static void test_huge(void)
     b.len = NSV__BUF_MAX;
     is_int(nsv__buf_reserve(l, &b, 1), NSV_ETOOBIG, "one byte past the maximum: NSV_ETOOBIG");
     is_int(b.cap, NSV__BUF_MAX, "capacity unchanged");
-    int nbig = l->nbig;
+    int nbig = l->nbig_bufs;
     nsv__buf_release(l, &b);
-    is_int(l->nbig, nbig, "a 4 GiB buffer is not kept in the big cache");
+    is_int(l->nbig_bufs, nbig, "a 4 GiB buffer is not kept in the big cache");
     is_int(mapped, 0, "and goes back to the allocator");
 
     /* A 3 GiB reply from scratch, twice: nothing stays. */

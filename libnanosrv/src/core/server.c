@@ -332,12 +332,12 @@ static int loop_step(nsv__loop *l, int timeout_ms)
     /* Parsing buffered (pipelined) requests may have queued events: then
      * only look for I/O, do not sleep, and not on every call (a few
      * batches may go by without an epoll_wait; output is still flushed). */
-    if (l->q.count && l->io_skips < 4) {
+    if (l->events.count && l->io_skips < 4) {
         l->io_skips++;
         return 0;
     }
     l->io_skips = 0;
-    int r = nsv__loop_run_once(l, l->q.count ? 0 : timeout_ms);
+    int r = nsv__loop_run_once(l, l->events.count ? 0 : timeout_ms);
     nsv__drain_check(l);
     return r;
 }
@@ -363,7 +363,7 @@ int nsv_poll(nsv_server *s, nsv_event *evs, int max, char *arena, size_t cap, in
         return n;
     }
     nsv__loop *l = s->loops[0];
-    if (l->q.count == 0) {
+    if (l->events.count == 0) {
         if (atomic_load(&s->stop)) {
             nsv__loop_flush_dirty(l); /* replies made before the stop still go out */
             return nsv__set_detail(s, NSV_ESTOPPED, "nsv_poll: the server is stopped (nsv_stop or a "

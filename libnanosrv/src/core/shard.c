@@ -339,7 +339,7 @@ void nsv__shard_stop(nsv_server *s)
 static int copy_from(nsv__loop *l, nsv_event *evs, int max, char *arena, size_t cap, size_t *aoff)
 {
     pthread_mutex_lock(&l->qlock);
-    int n = l->q.count ? nsv__evq_copy_out(l, evs, max, arena, cap, aoff) : 0;
+    int n = l->events.count ? nsv__evq_copy_out(l, evs, max, arena, cap, aoff) : 0;
     pthread_mutex_unlock(&l->qlock);
     return n;
 }
@@ -439,7 +439,7 @@ int nsv_poll_worker(nsv_server *s, int worker, nsv_event *evs, int max, char *ar
      * broadcast), or the timeout; like nsv_poll, a wakeup returns 0. A
      * negative timeout waits in 1 s slices, so a stop whose broadcast was
      * missed (nsv_wakeup only tries the lock) still ends the wait. */
-    while (l->q.count == 0 && timeout_ms != 0 && !atomic_load(&s->stop)) {
+    while (l->events.count == 0 && timeout_ms != 0 && !atomic_load(&s->stop)) {
         if (timeout_ms < 0) {
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_sec += 1;
@@ -450,7 +450,7 @@ int nsv_poll_worker(nsv_server *s, int worker, nsv_event *evs, int max, char *ar
         if (w != ETIMEDOUT || timeout_ms > 0)
             break;
     }
-    int n = l->q.count ? nsv__evq_copy_out(l, evs, max, arena, cap, &aoff) : 0;
+    int n = l->events.count ? nsv__evq_copy_out(l, evs, max, arena, cap, &aoff) : 0;
     int64_t need = n == NSV_ENOBUFS ? nsv__evq_need(l) : 0;
     pthread_mutex_unlock(&l->qlock);
     if (n == NSV_ENOBUFS)

@@ -24,9 +24,9 @@ typedef struct nsv__http_loop {
     char date[40];          /* "Date: ...\r\n" */
     int64_t date_sec;
     int64_t date_until;     /* loop time (ms) when the Date line must be checked again */
-    char hc[128];           /* last reply header block that passed the check */
-    uint32_t hc_len;
-    nsv__hscan hc_scan;
+    char reply_hdrs[128];   /* last reply header block that passed the check */
+    uint32_t reply_hdrs_len;
+    nsv__hscan reply_hdrs_scan;
 } nsv__http_loop;
 
 /* http_conn.c */

@@ -252,15 +252,15 @@ static int headers_of(nsv__loop *l, const char *hdrs, size_t hlen, nsv__hscan *h
         memset(hs, 0, sizeof *hs);
         return 0;
     }
-    if (hlen == l->http->hc_len && !memcmp(hdrs, l->http->hc, hlen)) {
-        *hs = l->http->hc_scan; /* the same block as the last reply: already checked */
+    if (hlen == l->http->reply_hdrs_len && !memcmp(hdrs, l->http->reply_hdrs, hlen)) {
+        *hs = l->http->reply_hdrs_scan; /* the same block as the last reply: already checked */
         return 0;
     }
     int r = nsv__headers_scan(l->srv, hdrs, hlen, hs);
-    if (r == 0 && hlen <= sizeof l->http->hc) {
-        memcpy(l->http->hc, hdrs, hlen);
-        l->http->hc_len = (uint32_t)hlen;
-        l->http->hc_scan = *hs;
+    if (r == 0 && hlen <= sizeof l->http->reply_hdrs) {
+        memcpy(l->http->reply_hdrs, hdrs, hlen);
+        l->http->reply_hdrs_len = (uint32_t)hlen;
+        l->http->reply_hdrs_scan = *hs;
     }
     return r;
 }

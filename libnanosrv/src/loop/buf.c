@@ -39,8 +39,8 @@ void nsv__buf_release(nsv__loop *l, nsv__buf *b)
     if (b->p) {
         if (b->cap == NSV__BLOCK)
             pool_put(l, b->p);
-        else if (b->cap > NSV__BLOCK && b->cap <= BIG_KEEP && l->nbig < (int)NSV__ARRAY_LEN(l->big))
-            l->big[l->nbig++] = (nsv__buf){b->p, 0, b->cap, 0};
+        else if (b->cap > NSV__BLOCK && b->cap <= BIG_KEEP && l->nbig_bufs < (int)NSV__ARRAY_LEN(l->big_bufs))
+            l->big_bufs[l->nbig_bufs++] = (nsv__buf){b->p, 0, b->cap, 0};
         else
             nsv__free(&l->srv->alloc, b->p);
     }
@@ -78,12 +78,12 @@ int nsv__buf_reserve(nsv__loop *l, nsv__buf *b, size_t extra)
     }
     size_t cap = (size_t)grown;
     /* A kept large buffer that is big enough: swap it in, no allocation. */
-    for (int i = 0; i < l->nbig; i++) {
-        if (l->big[i].cap < need || l->big[i].cap <= b->cap)
+    for (int i = 0; i < l->nbig_bufs; i++) {
+        if (l->big_bufs[i].cap < need || l->big_bufs[i].cap <= b->cap)
             continue;
-        char *p = l->big[i].p;
-        uint32_t bcap = l->big[i].cap;
-        l->big[i] = l->big[--l->nbig];
+        char *p = l->big_bufs[i].p;
+        uint32_t bcap = l->big_bufs[i].cap;
+        l->big_bufs[i] = l->big_bufs[--l->nbig_bufs];
         if (b->len)
             memcpy(p, b->p, b->len);
         nsv__buf old = *b;

@@ -17,7 +17,7 @@ static int locked(nsv__loop *l) { return l->srv->sharded && !l->srv->cb; }
 
 char *nsv__evq_push(nsv__loop *l, nsv_event **ev, size_t data_len)
 {
-    nsv__evq *q = &l->q;
+    nsv__evq *q = &l->events;
     size_t need = entry_size(data_len);
     if (locked(l))
         pthread_mutex_lock(&l->qlock);
@@ -57,7 +57,7 @@ char *nsv__evq_push(nsv__loop *l, nsv_event **ev, size_t data_len)
  * callback at once and dropped. */
 void nsv__evq_commit(nsv__loop *l)
 {
-    nsv__evq *q = &l->q;
+    nsv__evq *q = &l->events;
     char *e = q->p + q->len;
     uint32_t sz;
     memcpy(&sz, e, 4);
@@ -117,7 +117,7 @@ int nsv__evq_emit_simple(nsv__loop *l, nsv__conn *c, uint32_t type, int32_t code
 int nsv__evq_copy_out(nsv__loop *l, nsv_event *evs, int max, char *arena, size_t cap,
                       size_t *aoff)
 {
-    nsv__evq *q = &l->q;
+    nsv__evq *q = &l->events;
     int n = 0;
     while (n < max && q->rd < q->len) {
         char *e = q->p + q->rd;
@@ -157,7 +157,7 @@ int nsv__evq_copy_out(nsv__loop *l, nsv_event *evs, int max, char *arena, size_t
 
 int64_t nsv__evq_need(nsv__loop *l)
 {
-    nsv__evq *q = &l->q;
+    nsv__evq *q = &l->events;
     if (q->rd >= q->len)
         return 0;
     uint32_t dl;

@@ -74,14 +74,14 @@ void nsv__loop_free(nsv__loop *l)
         nsv__free(a, (void *)atomic_load(&l->tickets[i]));
     }
     nsv__free(a, l->freelist);
-    nsv__free(a, l->thr);
+    nsv__free(a, l->throttled_ids);
     nsv__free(a, l->cmd);
     nsv__free(a, l->cmd_spare);
     for (int i = 0; i < l->npool; i++)
         nsv__free(a, l->pool[i]);
-    for (int i = 0; i < l->nbig; i++)
-        nsv__free(a, l->big[i].p);
-    nsv__free(a, l->q.p);
+    for (int i = 0; i < l->nbig_bufs; i++)
+        nsv__free(a, l->big_bufs[i].p);
+    nsv__free(a, l->events.p);
     nsv__free(a, l->scratch);
     nsv__free(a, l->http);
     if (l->locks_ready) {

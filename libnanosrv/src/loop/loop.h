@@ -171,15 +171,15 @@ struct nsv__loop {
     char *scratch;
     char *pool[NSV__POOL_MAX];
     int npool;
-    nsv__buf big[4];     /* released large buffers kept for reuse (no malloc churn) */
-    int nbig;
-    nsv__evq q;          /* events for the host (sharded: guarded by qlock) */
+    nsv__buf big_bufs[4]; /* released large buffers kept for reuse (no malloc churn) */
+    int nbig_bufs;
+    nsv__evq events;     /* events for the host (sharded: guarded by qlock) */
     int64_t accept_pause_end; /* out of descriptors: accepts resume at this time */
     struct nsv__http_loop *http; /* HTTP's per-loop scratch (http/http.h), plain memory */
     /* sharded servers only */
     pthread_t thread;
     int started;
-    pthread_mutex_t qlock;  /* guards q */
+    pthread_mutex_t qlock;  /* guards events */
     pthread_cond_t qcond;   /* per-worker pollers wait here */
     int qwaiters;
     int pushed;             /* events pushed this iteration (notify the host) */
@@ -191,10 +191,10 @@ struct nsv__loop {
     int locks_ready;
     atomic_int has_cmd;     /* commands waiting (checked without the lock) */
     int forwarded;          /* running a call queued by another thread (nsv__out_limit) */
-    _Atomic size_t backlog; /* bytes in q not yet taken by the host (loop/throttle.c) */
-    atomic_int throttled;   /* stream reads stopped until the host drains q */
-    uint64_t *thr;          /* ids of the connections stopped */
-    uint32_t nthr, thr_cap;
+    _Atomic size_t backlog; /* bytes in events not yet taken by the host (loop/throttle.c) */
+    atomic_int throttled;   /* stream reads stopped until the host drains events */
+    uint64_t *throttled_ids; /* ids of the connections stopped */
+    uint32_t nthrottled, throttled_cap;
 };
 
 /* Per-slot ticket readable from any thread: (generation << 3) | wsok | state.

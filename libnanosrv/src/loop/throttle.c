@@ -25,14 +25,14 @@ void nsv__throttle_release(nsv__loop *l)
 
 static void resume(nsv__loop *l)
 {
-    for (uint32_t i = 0; i < l->nthr; i++) {
-        nsv__conn *c = nsv__conn_get(l, l->thr[i]);
+    for (uint32_t i = 0; i < l->nthrottled; i++) {
+        nsv__conn *c = nsv__conn_get(l, l->throttled_ids[i]);
         if (!c || !c->throttled)
             continue;
         c->throttled = 0;
         nsv__read_resume(l, c); /* level-triggered: pending input fires */
     }
-    l->nthr = 0;
+    l->nthrottled = 0;
 }
 
 /* Worker side, before reading a stream connection: 1 = do not read now. */
@@ -41,15 +41,15 @@ int nsv__throttle(nsv__loop *l, nsv__conn *c)
     if (!l->srv->sharded || l->srv->cb || atomic_load(&l->backlog) <= limit(l))
         return 0;
     if (!c->throttled) {
-        if (l->nthr == l->thr_cap) {
-            uint32_t cap = l->thr_cap ? l->thr_cap * 2 : 64;
-            uint64_t *p = nsv__realloc(&l->srv->alloc, l->thr, cap * sizeof *p);
+        if (l->nthrottled == l->throttled_cap) {
+            uint32_t cap = l->throttled_cap ? l->throttled_cap * 2 : 64;
+            uint64_t *p = nsv__realloc(&l->srv->alloc, l->throttled_ids, cap * sizeof *p);
             if (!p)
                 return 0; /* cannot remember it: read rather than stall it */
-            l->thr = p;
-            l->thr_cap = cap;
+            l->throttled_ids = p;
+            l->throttled_cap = cap;
         }
-        l->thr[l->nthr++] = nsv__conn_id(l, c);
+        l->throttled_ids[l->nthrottled++] = nsv__conn_id(l, c);
         c->throttled = 1;
     }
     c->deadline = l->now + l->srv->idle_timeout_ms; /* waiting on the host is not idleness */
@@ -64,6 +64,6 @@ int nsv__throttle(nsv__loop *l, nsv__conn *c)
 /* Worker side, each iteration: the host released the throttle. */
 void nsv__throttle_check(nsv__loop *l)
 {
-    if (l->nthr && !atomic_load(&l->throttled))
+    if (l->nthrottled && !atomic_load(&l->throttled))
         resume(l);
 }

@@ -12,7 +12,6 @@
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 

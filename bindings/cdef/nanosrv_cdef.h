@@ -273,3 +273,18 @@ int nsv_set_log_level(int level);
 int nsv_set_log_callback(nsv_log_fn fn, void *ud);
 
 int64_t nsv_millis(void);
+
+int64_t nsv_form_parse(const char *src, size_t len, uint32_t *pairs, size_t max_pairs, char *dst, size_t cap, uint32_t *npairs);
+
+int64_t nsv_cookie_parse(const char *hdr, size_t len, uint32_t *pairs, size_t max_pairs, char *dst, size_t cap, uint32_t *npairs);
+
+enum nsv_cookie_flag {
+    NSV_COOKIE_SECURE = 1,
+    NSV_COOKIE_HTTPONLY = 2,
+    NSV_COOKIE_SAMESITE_LAX = 4,
+    NSV_COOKIE_SAMESITE_STRICT = 8,
+    NSV_COOKIE_SAMESITE_NONE = 16,
+    NSV_COOKIE_PARTITIONED = 32
+};
+
+int64_t nsv_set_cookie(const char *name, size_t nlen, const char *value, size_t vlen, const char *path, size_t plen, const char *domain, size_t dlen, int64_t max_age, int64_t expires, uint32_t flags, char *dst, size_t cap);

@@ -699,6 +699,67 @@ NSV_API int nsv_set_log_callback(nsv_log_fn fn, void *ud);
 /* METHOD: monotonic clock in milliseconds. Since 1.0. */
 NSV_API int64_t nsv_millis(void);
 
+/* Form bodies, query strings and cookies. The parsers fill the same
+ * layout: the decoded names and values go one after the other into dst,
+ * and pairs[4*i .. 4*i+3] are name offset, name length, value offset and
+ * value length of pair i, as offsets into dst (names and values may hold
+ * any byte, NUL included). They return the dst bytes needed for all pairs
+ * (>= 0) and set *npairs to the number of pairs; they write pairs and dst
+ * only when both fit (npairs <= max_pairs and the return <= cap), so a
+ * call with max_pairs 0 and cap 0 sizes both buffers. NSV_EINVAL for NULL
+ * buffers with non-zero sizes or a NULL npairs, NSV_ETOOBIG for input of
+ * 4 GiB or more. */
+
+/* METHOD: parse an application/x-www-form-urlencoded body or a query
+ * string (without the '?') into decoded pairs, in input order, repeated
+ * names kept. As the WHATWG URL standard's urlencoded parser, Python's
+ * urllib.parse.parse_qsl(keep_blank_values=True) and Node's
+ * URLSearchParams: '&' separates and empty pieces are skipped; the first
+ * '=' splits name from value, and a piece without '=' is a name with an
+ * empty value; '+' is a space; %XX (hex, any case) is the byte XX; a '%'
+ * not followed by two hex digits is kept as it is (never an error). ';'
+ * does not separate. Bytes are passed through: no UTF-8 check or
+ * replacement. Never fails on content. Since 1.1. */
+NSV_API int64_t nsv_form_parse(const char *src, size_t len, uint32_t *pairs, size_t max_pairs, char *dst, size_t cap, uint32_t *npairs);
+/* METHOD: parse a Cookie request header value into pairs, in header order
+ * (a name sent twice appears twice; browsers send the most specific path
+ * first). Lenient, as browsers send it (RFC 6265 5.4): pieces separated by
+ * ';'; spaces and tabs around names and values dropped; the first '='
+ * splits; a value wrapped in double quotes loses them; no percent-decoding
+ * (values are returned as sent); an empty name ("=v") is kept; a piece
+ * without '=' is skipped (as Node's cookie package does; Python's
+ * http.cookies drops the whole header instead). Never fails on content.
+ * Since 1.1. */
+NSV_API int64_t nsv_cookie_parse(const char *hdr, size_t len, uint32_t *pairs, size_t max_pairs, char *dst, size_t cap, uint32_t *npairs);
+
+/* Flags of nsv_set_cookie. At most one SameSite; SAMESITE_NONE and
+ * PARTITIONED need SECURE. */
+enum nsv_cookie_flag {
+    NSV_COOKIE_SECURE = 1,
+    NSV_COOKIE_HTTPONLY = 2,
+    NSV_COOKIE_SAMESITE_LAX = 4,
+    NSV_COOKIE_SAMESITE_STRICT = 8,
+    NSV_COOKIE_SAMESITE_NONE = 16,
+    NSV_COOKIE_PARTITIONED = 32
+};
+
+/* METHOD: a Set-Cookie header value (without "Set-Cookie: "), as
+ * "name=value; Path=p; Max-Age=n; Expires=<IMF-fixdate>; Domain=d; Secure;
+ * HttpOnly; SameSite=Lax; Partitioned" with absent parts left out: path
+ * and domain when their length is 0, Max-Age when max_age < 0, Expires
+ * when expires < 0 (else Unix seconds, up to year 9999), flags from enum
+ * nsv_cookie_flag. Encoder convention (returns the length, writes only if
+ * it fits into cap). Strict, NSV_EINVAL with a detail for: a name that is
+ * empty or not an RFC 6265 token; a value with a byte outside cookie-octet
+ * (controls, space, '"' other than a pair wrapping the whole value, ',',
+ * ';', '\', non-ASCII: encode such values first); a path with ';', control
+ * or non-ASCII bytes; a domain with those, space or ','; expires after
+ * 9999-12-31T23:59:59Z; unknown flag bits; two SameSite flags; SameSite=None
+ * or Partitioned without SECURE; a "__Secure-" name without SECURE; a
+ * "__Host-" name without SECURE, with a domain or with a path other than
+ * "/" (prefixes matched case-insensitively, as browsers do). Since 1.1. */
+NSV_API int64_t nsv_set_cookie(const char *name, size_t nlen, const char *value, size_t vlen, const char *path, size_t plen, const char *domain, size_t dlen, int64_t max_age, int64_t expires, uint32_t flags, char *dst, size_t cap);
+
 /* NSV_CDEF_END */
 
 #ifdef __cplusplus

@@ -38,7 +38,8 @@ enum nsv_event_type {
     NSV_EV_TCP_DATA = 10,
     NSV_EV_TCP_WRITABLE = 11,
     NSV_EV_TCP_CONNECTED = 12,
-    NSV_EV_HANGUP = 13
+    NSV_EV_HANGUP = 13,
+    NSV_EV_BODY = 14
 };
 
 enum nsv_event_flag {
@@ -48,7 +49,8 @@ enum nsv_event_flag {
     NSV_EVF_CHUNKED = 8,
     NSV_EVF_UPGRADE = 16,
     NSV_EVF_TLS = 32,
-    NSV_EVF_EOF = 64
+    NSV_EVF_EOF = 64,
+    NSV_EVF_STREAM_BODY = 128
 };
 
 typedef struct nsv_event {
@@ -93,7 +95,8 @@ enum nsv_option {
     NSV_OPT_WORKERS = 18,
     NSV_OPT_TLS_VERIFY_CLIENT = 19,
     NSV_OPT_TLS_VERIFY_SERVER = 20,
-    NSV_OPT_TLS_HANDSHAKE_FAILURES = 21
+    NSV_OPT_TLS_HANDSHAKE_FAILURES = 21,
+    NSV_OPT_STREAM_BODY = 22
 };
 
 enum nsv_str_option {
@@ -123,7 +126,8 @@ enum nsv_log_level {
 };
 
 enum nsv_route_flag {
-    NSV_ROUTE_WEBSOCKET = 1
+    NSV_ROUTE_WEBSOCKET = 1,
+    NSV_ROUTE_STREAM_BODY = 2
 };
 
 enum nsv_ws_opcode {

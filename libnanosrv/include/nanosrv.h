@@ -141,9 +141,11 @@ enum nsv_event_type {
                                  code 1: it fell to the low water mark again
                                  (raw TCP, and streamed HTTP responses) */
     NSV_EV_TCP_CONNECTED = 12, /* nsv_connect succeeded (failure: ERROR then CLOSE) */
-    NSV_EV_HANGUP = 13     /* the client ended its side (EOF) while a request of the
+    NSV_EV_HANGUP = 13,    /* the client ended its side (EOF) while a request of the
                               connection is with the host (no reply yet, or a
                               streamed reply in progress); see below */
+    NSV_EV_BODY = 14       /* a piece of a streamed request body (REQUEST had
+                              NSV_EVF_STREAM_BODY); NSV_EVF_EOF on the last one */
 };
 
 /* Event flags (nsv_event.flags). */
@@ -154,9 +156,12 @@ enum nsv_event_flag {
     NSV_EVF_CHUNKED = 8,   /* request body arrived chunked (already decoded) */
     NSV_EVF_UPGRADE = 16,  /* request asks for a WebSocket upgrade */
     NSV_EVF_TLS = 32,      /* connection is TLS */
-    NSV_EVF_EOF = 64       /* TCP_DATA: the peer closed its side (no more data);
+    NSV_EVF_EOF = 64,      /* TCP_DATA: the peer closed its side (no more data);
                               REQUEST: the client had ended its side before the
-                              request was delivered (no HANGUP follows) */
+                              request was delivered (no HANGUP follows);
+                              BODY: the last piece of the request body */
+    NSV_EVF_STREAM_BODY = 128 /* REQUEST: the body follows in BODY events (see
+                              NSV_ROUTE_STREAM_BODY); body_len is 0 here */
 };
 
 /*
@@ -175,6 +180,27 @@ enum nsv_event_flag {
  * client asked for (SNI, "" if none) and the subject of the client
  * certificate when one was verified against NSV_OPT_TLS_CA_* (e.g.
  * "CN=alice, O=Example", "" otherwise). tls_len is 0 on other events.
+ *
+ * Streamed request bodies (routes with NSV_ROUTE_STREAM_BODY, or every
+ * request with NSV_OPT_STREAM_BODY): a request whose head says a body
+ * follows (Content-Length > 0 or chunked) is delivered as soon as its head
+ * is parsed, flagged NSV_EVF_STREAM_BODY with body_len 0; then BODY events
+ * carry the body as it is read (de-chunked, at most one read each), the last
+ * with NSV_EVF_EOF (possibly empty). The host may answer at any time:
+ *  - before the body: with Expect: 100-continue the library sends
+ *    "100 Continue" only if no answer came by the next poll (one turn), so
+ *    an early 401/413 spares the client the upload;
+ *  - a complete reply (nsv_reply) before the body ended ends the body: no
+ *    more BODY events, "Connection: close", the rest is read and dropped;
+ *  - a streamed reply (nsv_reply_start) keeps the BODY events coming (full
+ *    duplex: an echo can answer each piece as it comes); ending it before
+ *    the body ended closes the connection afterwards.
+ * Reading can be paused (nsv_pause_read). Limits hold while the body
+ * arrives: max_body (a chunked body past it: ERROR NSV_ETOOBIG, 413 unless
+ * a response started, close), the request deadline (ERROR NSV_ETIMEDOUT,
+ * 408), malformed chunking (ERROR NSV_EPARSE, 400), a client that leaves
+ * mid-body (HANGUP, then ERROR NSV_ECLOSED). Memory per connection stays
+ * at one read however large the body.
  *
  * HANGUP: the client ended its side of the connection (TCP FIN) while one of
  * its requests is with the host, once per connection. The connection stays
@@ -230,7 +256,9 @@ enum nsv_option {
     NSV_OPT_WORKERS = 18,           /* read-only: worker count (0 for a single loop) */
     NSV_OPT_TLS_VERIFY_CLIENT = 19, /* client certificates: 0 not asked (default), 1 optional, 2 required */
     NSV_OPT_TLS_VERIFY_SERVER = 20, /* outbound: verify certificate and host name, default 1 */
-    NSV_OPT_TLS_HANDSHAKE_FAILURES = 21 /* read-only: TLS handshakes that failed */
+    NSV_OPT_TLS_HANDSHAKE_FAILURES = 21, /* read-only: TLS handshakes that failed */
+    NSV_OPT_STREAM_BODY = 22        /* 1: every request body arrives in BODY events (see
+                                       NSV_ROUTE_STREAM_BODY); default 0 */
 };
 
 /*
@@ -276,7 +304,8 @@ enum nsv_log_level {
 
 /* Route flags for nsv_route. */
 enum nsv_route_flag {
-    NSV_ROUTE_WEBSOCKET = 1 /* upgrade automatically; host sees WS_* events */
+    NSV_ROUTE_WEBSOCKET = 1,  /* upgrade automatically; host sees WS_* events */
+    NSV_ROUTE_STREAM_BODY = 2 /* the request body arrives in pieces (BODY events) */
 };
 
 /* WebSocket opcodes for nsv_ws_send. */
@@ -645,7 +674,12 @@ NSV_API int nsv_shutdown(nsv_server *srv, uint64_t conn);
 /* METHOD: close a raw TCP connection at once, dropping queued output (the
  * peer sees a reset). nsv_close closes after the output is sent. Since 1.0. */
 NSV_API int nsv_abort(nsv_server *srv, uint64_t conn);
-/* METHOD: stop (paused != 0) or resume reading from a raw TCP connection. Since 1.0. */
+/* METHOD: stop (paused != 0) or resume reading from a raw TCP connection,
+ * or (since 1.1) the request body of an HTTP connection that is streaming
+ * one (NSV_EVF_STREAM_BODY): no BODY events come while paused, and TCP
+ * slows the client; NSV_OPT_REQUEST_TIMEOUT_MS keeps running. NSV_ESTATE
+ * when the connection is neither (on a sharded server such a call from
+ * another thread is queued and does nothing). Since 1.0. */
 NSV_API int nsv_pause_read(nsv_server *srv, uint64_t conn, int paused);
 /* METHOD: per-connection water marks (defaults NSV_OPT_TCP_HIGH_WATER /
  * NSV_OPT_TCP_LOW_WATER): 0 <= low <= high. Since 1.0. */

@@ -55,9 +55,12 @@ int nsv__conn_op(nsv__loop *l, const nsv__cmd *k)
         return nsv__ws_close(l, c, status, b, blen);
     case NSV__OP_TCP_SEND:
         return nsv__tcp_send(l, c, b, blen);
+    case NSV__OP_TCP_PAUSE:
+        if (c->proto == &nsv__proto_http) /* a streamed request body */
+            return nsv__body_pause(l, c, arg != 0);
+        return nsv__tcp_op(l, c, (int)op, (int64_t)arg, 0);
     case NSV__OP_TCP_SHUTDOWN:
     case NSV__OP_TCP_ABORT:
-    case NSV__OP_TCP_PAUSE:
         return nsv__tcp_op(l, c, (int)op, (int64_t)arg, 0);
     case NSV__OP_TCP_WATER:
         return nsv__tcp_op(l, c, (int)op, (int64_t)(arg >> 32), (int64_t)(arg & 0xFFFFFFFFu));

@@ -34,6 +34,7 @@ static const opt_def opts[] = {
     {NSV_OPT_TLS_VERIFY_CLIENT, "tls_verify_client", F(tls_verify_client), 0, 2},
     {NSV_OPT_TLS_VERIFY_SERVER, "tls_verify_server", F(tls_verify_server), 0, 1},
     {NSV_OPT_TLS_HANDSHAKE_FAILURES, "tls_handshake_failures", 0, 0, 0},
+    {NSV_OPT_STREAM_BODY, "stream_body", F(stream_body), 0, 1},
 };
 #undef F
 

@@ -236,7 +236,7 @@ int nsv_route(nsv_server *s, const char *method, size_t mlen, const char *patter
     int ml = (int)(mlen > 64 ? 64 : mlen), pl = (int)(plen > 200 ? 200 : plen);
     const char *why;
     if (nsv__router_check(method, mlen, flags, &why)) {
-        uint32_t unknown = flags & ~(uint32_t)NSV_ROUTE_WEBSOCKET;
+        uint32_t unknown = flags & ~(uint32_t)(NSV_ROUTE_WEBSOCKET | NSV_ROUTE_STREAM_BODY);
         char up[65];
         int lower = 0;
         for (int i = 0; i < ml; i++) {
@@ -249,7 +249,7 @@ int nsv_route(nsv_server *s, const char *method, size_t mlen, const char *patter
                                    pattern, why, up);
         if (unknown && !nsv__router_check(method, mlen, flags & ~unknown, NULL))
             return nsv__set_detail(s, NSV_EINVAL,
-                                   "route %.*s %.*s: unknown route flags 0x%x (known: NSV_ROUTE_WEBSOCKET)",
+                                   "route %.*s %.*s: unknown route flags 0x%x (known: NSV_ROUTE_WEBSOCKET, NSV_ROUTE_STREAM_BODY)",
                                    ml, method, pl, pattern, (unsigned)unknown);
         return nsv__set_detail(s, NSV_EINVAL, "route %.*s %.*s: %s", ml, method, pl, pattern, why);
     }
@@ -259,6 +259,8 @@ int nsv_route(nsv_server *s, const char *method, size_t mlen, const char *patter
     if (!s->router)
         s->router = nsv__router_new(&s->alloc);
     r = s->router ? nsv__router_add(s->router, method, mlen, pattern, plen, id, flags) : NSV_ENOMEM;
+    if (r == 0 && (flags & NSV_ROUTE_STREAM_BODY))
+        s->stream_routes = 1;
     nsv__setup_end(s);
     if (r < 0)
         return nsv__set_detail(s, r, "route %.*s %.*s: %s", ml, method, pl, pattern, nsv_strerror(r));

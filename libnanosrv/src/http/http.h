@@ -33,6 +33,13 @@ typedef struct nsv__http_loop {
 int nsv__http_loop_init(nsv__loop *l);
 void nsv__http_process(nsv__loop *l, nsv__conn *c);
 
+/* body.c */
+void nsv__body_start(nsv__loop *l, nsv__conn *c, int64_t content_length, int expect_continue);
+size_t nsv__body_feed(nsv__loop *l, nsv__conn *c, char *data, size_t n);
+void nsv__body_timeout(nsv__loop *l, nsv__conn *c);
+void nsv__body_aborted(nsv__loop *l, nsv__conn *c);
+int nsv__body_pause(nsv__loop *l, nsv__conn *c, int paused);
+
 /* response.c */
 int nsv__scan_headers(const char *h, size_t n, unsigned *seen);
 int nsv__headers_scan(nsv_server *s, const char *h, size_t n, nsv__hscan *out);

@@ -69,7 +69,7 @@ static int auto_404(nsv__loop *l, nsv__conn *c)
 
 /* Serialize one request into the event queue. */
 static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const nsv__request *parsed,
-                        const char *body, size_t blen)
+                        const char *body, size_t blen, int stream)
 {
     nsv_server *s = l->srv;
     nsv__request r;
@@ -118,7 +118,7 @@ static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const nsv_
     ev->flags = (c->keepalive ? NSV_EVF_KEEPALIVE : 0) | (c->head ? NSV_EVF_HEAD : 0) |
                 (c->http10 ? NSV_EVF_HTTP10 : 0) | (c->body_need < 0 ? NSV_EVF_CHUNKED : 0) |
                 ((r.flags & NSV__RF_UPGRADE_WS) ? NSV_EVF_UPGRADE : 0) |
-                (c->eof_seen ? NSV_EVF_EOF : 0);
+                (c->eof_seen ? NSV_EVF_EOF : 0) | (stream ? NSV_EVF_STREAM_BODY : 0);
     ev->method_len = (uint32_t)r.method_len;
     ev->method_off = put(d, &off, r.method, r.method_len);
     ev->path_len = (uint32_t)r.path_len;
@@ -160,7 +160,8 @@ static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const nsv_
     }
     c->state = NSV__C_PENDING;
     c->seen = 1;
-    c->deadline = 0;
+    if (!stream) /* a streamed body still runs under the request deadline */
+        c->deadline = 0;
     nsv__ticket(l, c, NSV__T_PENDING);
     nsv__evq_commit(l);
     if (ws_route) /* WebSocket routes upgrade in C; the host sees WS_* events */
@@ -206,9 +207,45 @@ static int start_request(nsv__loop *l, nsv__conn *c, const char *data, size_t le
             return nsv__error_reply(l, c, 413), H_ERROR;
         c->body_need = cl;
     }
-    if ((r->flags & NSV__RF_EXPECT_CONTINUE) && !c->http10 && c->body_need != 0 &&
-        len == (size_t)n)
-        send_continue(l, c);
+    return H_DONE;
+}
+
+/* Whether this request's body goes to the host in pieces: the option, or
+ * the route's flag (matched here only on servers that have such routes). */
+static int stream_wanted(nsv__loop *l, const nsv__request *r)
+{
+    nsv_server *s = l->srv;
+    if (r->flags & NSV__RF_UPGRADE_WS)
+        return 0;
+    if (s->stream_body)
+        return 1;
+    if (!s->stream_routes || !s->router)
+        return 0;
+    uint32_t np = 0, rflags = 0;
+    int32_t route = nsv__router_match(s->router, r->method, r->method_len, r->path, r->path_len,
+                                      l->http->params, NSV__MAX_PARAMS, &np, &rflags);
+    return route >= 0 && (rflags & NSV_ROUTE_STREAM_BODY);
+}
+
+/* Deliver the head now; the body follows in BODY events (body.c). */
+static int emit_streaming(nsv__loop *l, nsv__conn *c, const char *data, const nsv__request *r,
+                          int expect, size_t *consumed)
+{
+    int64_t cl = c->body_need; /* -1: chunked */
+    int rc = emit_request(l, c, data, r, NULL, 0, 1);
+    *consumed = c->head_len;
+    if (rc != H_DONE)
+        return rc;
+    request_reset(c);
+    if (c->state == NSV__C_PENDING) {
+        nsv__body_start(l, c, cl, expect);
+    } else if (c->proto && !c->closing) {
+        /* answered in C (auto 404): the body is not read, so the connection ends */
+        c->keepalive = 0;
+        c->closing = 1;
+        c->state = NSV__C_NONE;
+        nsv__conn_mark_dirty(l, c);
+    }
     return H_DONE;
 }
 
@@ -233,12 +270,19 @@ static int handle(nsv__loop *l, nsv__conn *c, char *data, size_t len, size_t *co
         if (r != H_DONE)
             return r;
         parsed = &req;
+        /* No body byte yet: a client that sent Expect: 100-continue waits for it. */
+        int expect = (req.flags & NSV__RF_EXPECT_CONTINUE) && !c->http10 && c->body_need != 0 &&
+                     len == c->head_len;
+        if (c->body_need != 0 && (s->stream_body || s->stream_routes) && stream_wanted(l, &req))
+            return emit_streaming(l, c, data, &req, expect, consumed);
+        if (expect)
+            send_continue(l, c);
     }
     if (c->body_need >= 0) {
         size_t total = c->head_len + (size_t)c->body_need;
         if (len < total)
             return H_MORE;
-        int r = emit_request(l, c, data, parsed, data + c->head_len, (size_t)c->body_need);
+        int r = emit_request(l, c, data, parsed, data + c->head_len, (size_t)c->body_need, 0);
         *consumed = total;
         if (r == H_DONE)
             request_reset(c);
@@ -256,7 +300,7 @@ static int handle(nsv__loop *l, nsv__conn *c, char *data, size_t len, size_t *co
     if (r == 0)
         return H_MORE;
     *consumed = c->raw_off;
-    r = emit_request(l, c, data, parsed, data + c->head_len, c->body_len);
+    r = emit_request(l, c, data, parsed, data + c->head_len, c->body_len, 0);
     if (r == H_DONE)
         request_reset(c);
     return r;
@@ -265,6 +309,14 @@ static int handle(nsv__loop *l, nsv__conn *c, char *data, size_t len, size_t *co
 /* Process requests buffered in c->in (after a reply, or after a read). */
 void nsv__http_process(nsv__loop *l, nsv__conn *c)
 {
+    while (c->in.len > c->in.off && c->bstream) { /* body bytes that waited */
+        size_t used = nsv__body_feed(l, c, c->in.p + c->in.off, c->in.len - c->in.off);
+        if (!c->proto || c->closing || used == 0)
+            return;
+        c->in.off += (uint32_t)used;
+        if (c->in.off == c->in.len)
+            nsv__buf_release(l, &c->in);
+    }
     while (c->state == NSV__C_READ && c->in.len > c->in.off) {
         if (c->out.len - c->out.off >= NSV__PIPELINE_OUT)
             break; /* the client is not reading: stop producing responses */
@@ -277,6 +329,14 @@ void nsv__http_process(nsv__loop *l, nsv__conn *c)
         c->in.off += (uint32_t)consumed;
         if (c->in.off == c->in.len)
             nsv__buf_release(l, &c->in);
+        while (c->bstream && c->in.len > c->in.off) { /* a streamed body right behind its head */
+            size_t used = nsv__body_feed(l, c, c->in.p + c->in.off, c->in.len - c->in.off);
+            if (!c->proto || c->closing || used == 0)
+                return;
+            c->in.off += (uint32_t)used;
+            if (c->in.off == c->in.len)
+                nsv__buf_release(l, &c->in);
+        }
     }
     if (c->state == NSV__C_READ && !c->reading && !c->peer_closed)
         nsv__conn_set_events(l, c, 1, c->writing);
@@ -286,7 +346,18 @@ void nsv__http_process(nsv__loop *l, nsv__conn *c)
 static void process_scratch(nsv__loop *l, nsv__conn *c, char *data, size_t n)
 {
     size_t done = 0;
-    while (c->state == NSV__C_READ && done < n) {
+    while (done < n) {
+        if (c->bstream) { /* body bytes go to the host as they come */
+            size_t used = nsv__body_feed(l, c, data + done, n - done);
+            if (!c->proto || c->closing)
+                return;
+            if (used == 0)
+                break;
+            done += used;
+            continue;
+        }
+        if (c->state != NSV__C_READ)
+            break;
         size_t consumed = 0;
         int r = handle(l, c, data + done, n - done, &consumed);
         if (r == H_ERROR || !c->proto)
@@ -328,7 +399,11 @@ static void peer_eof(nsv__loop *l, nsv__conn *c)
 
 static void on_readable(nsv__loop *l, nsv__conn *c)
 {
-    int into_scratch = c->state == NSV__C_READ && c->in.len == c->in.off &&
+    if (c->bstream && (c->paused || nsv__throttle(l, c))) {
+        nsv__conn_set_events(l, c, 0, c->writing); /* the host reads the body at its pace */
+        return;
+    }
+    int into_scratch = (c->state == NSV__C_READ || c->bstream) && c->in.len == c->in.off &&
                        c->out.len - c->out.off < NSV__PIPELINE_OUT;
     ssize_t n;
     if (into_scratch) {
@@ -354,7 +429,7 @@ static void on_readable(nsv__loop *l, nsv__conn *c)
             process_scratch(l, c, l->scratch, (size_t)n);
         } else {
             c->in.len += (uint32_t)n;
-            if (c->state == NSV__C_READ)
+            if (c->state == NSV__C_READ || c->bstream)
                 nsv__http_process(l, c);
         }
         return;
@@ -370,6 +445,10 @@ static void on_readable(nsv__loop *l, nsv__conn *c)
     c->peer_closed = 1;
     nsv__conn_set_events(l, c, 0, c->writing);
     peer_eof(l, c);
+    if (c->bstream) {
+        nsv__body_aborted(l, c); /* the client left in the middle of the body */
+        return;
+    }
     if (c->state == NSV__C_READ && c->out.len == c->out.off)
         nsv__conn_close(l, c);
 }
@@ -378,6 +457,10 @@ static void on_readable(nsv__loop *l, nsv__conn *c)
  * (an idle keep-alive connection, a reply the client does not read) closes. */
 static void on_timer(nsv__loop *l, nsv__conn *c)
 {
+    if (c->bstream) {
+        nsv__body_timeout(l, c);
+        return;
+    }
     if (c->state == NSV__C_READ && c->req_started && !c->resp_started &&
         c->out.len == c->out.off && !c->lingering) {
         nsv__error_reply(l, c, 408);
@@ -396,7 +479,14 @@ static void on_open(nsv__loop *l, nsv__conn *c)
  * answered output may wait one turn when the next request went to the host. */
 static int on_dirty(nsv__loop *l, nsv__conn *c)
 {
-    if (c->state == NSV__C_READ && c->in.len > c->in.off)
+    if (c->continue_wait) { /* a turn went by and the host has not answered */
+        c->continue_wait = 0;
+        if (c->bstream && c->state == NSV__C_PENDING && !c->resp_started)
+            send_continue(l, c);
+        if (!c->proto)
+            return 0;
+    }
+    if ((c->state == NSV__C_READ || c->bstream) && c->in.len > c->in.off)
         nsv__http_process(l, c);
     return c->proto && c->state == NSV__C_PENDING;
 }

@@ -270,6 +270,8 @@ static void request_done(nsv__loop *l, nsv__conn *c)
     c->served = 1;
     c->unwritable = 0;
     c->held = 0; /* answered: the next pipelined request may hold it again */
+    c->bstream = 0;   /* the rest of a streamed body is not delivered (the connection closes) */
+    c->continue_wait = 0;
     nsv__ticket(l, c, NSV__T_IDLE);
     if (c->keepalive && !atomic_load(&l->srv->draining)) {
         c->state = NSV__C_READ;
@@ -322,8 +324,8 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
         return nsv__set_detail(s, NSV_EAGAIN, "nsv_reply: %u bytes already wait to be sent, over the output cap",
                                c->out.len - c->out.off);
     int keepalive = c->keepalive;
-    if (hs.seen & CONN_CLOSE || atomic_load(&s->draining))
-        keepalive = 0;
+    if (hs.seen & CONN_CLOSE || atomic_load(&s->draining) || (c->bstream && !stream))
+        keepalive = 0; /* (a body still arriving is not read to its end: the connection ends) */
     int fixed = stream && (hs.seen & HAS_CL) && !c->head && !no_body;
     if (stream && c->http10 && !fixed)
         keepalive = 0; /* no chunked coding in HTTP/1.0: the close ends the body */
@@ -464,6 +466,8 @@ int nsv__reply_end(nsv__loop *l, nsv__conn *c)
         if (r)
             return r;
     }
+    if (c->bstream)
+        c->keepalive = 0; /* the request body is not over: the connection ends */
     request_done(l, c);
     return NSV_OK;
 }

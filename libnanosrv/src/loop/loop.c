@@ -371,7 +371,7 @@ void nsv__out_queued(nsv__loop *l, nsv__conn *c)
 void nsv__read_resume(nsv__loop *l, nsv__conn *c)
 {
     if (!c->reading && !c->throttled && !c->paused && !c->peer_closed && !c->closing &&
-        (c->proto->flags & NSV__P_STREAM) && !nsv__out_over(l, c, 4))
+        ((c->proto->flags & NSV__P_STREAM) || c->bstream) && !nsv__out_over(l, c, 4))
         nsv__conn_set_events(l, c, 1, c->writing);
 }
 
@@ -465,6 +465,13 @@ void nsv__conn_mark_dirty(nsv__loop *l, nsv__conn *c)
 static void hold(nsv__loop *l, nsv__conn *c)
 {
     c->held = 1;
+    nsv__loop_defer(l, c);
+}
+
+/* The connection goes on the flush list (so its protocol's on_dirty runs)
+ * at the start of the next turn. */
+void nsv__loop_defer(nsv__loop *l, nsv__conn *c)
+{
     if (c->on_held)
         return;
     c->on_held = 1;
@@ -483,7 +490,7 @@ void nsv__loop_turn(nsv__loop *l)
         nsv__conn *next = c->next_held;
         c->on_held = 0;
         c->next_held = NULL;
-        if (c->held && c->proto)
+        if (c->proto)
             nsv__conn_mark_dirty(l, c);
         c = next;
     }

@@ -135,6 +135,11 @@ struct nsv__conn {
     uint8_t watch_hup;      /* EPOLLRDHUP armed: learn of an EOF while not reading */
     struct nsv__conn *next_held;
     uint64_t stream_left;   /* fixed_len: body bytes still owed */
+    /* a streamed request body (http/body.c) */
+    uint8_t bstream;        /* its bytes are being delivered in BODY events */
+    uint8_t continue_wait;  /* Expect: 100-continue, answered at the next turn unless replied */
+    int64_t bs_left;        /* Content-Length bytes still to come; -1 chunked */
+    uint64_t bs_total;      /* bytes delivered (max_body) */
 };
 
 typedef struct nsv__listener {
@@ -224,6 +229,8 @@ struct nsv_server {
     int64_t ws_max_message, ws_ping_interval_ms, ws_control_events, ws_close_timeout_ms;
     int64_t tcp_high_water, tcp_low_water, connect_timeout_ms, shard_accept;
     int64_t tls_verify_client, tls_verify_server;
+    int64_t stream_body;  /* NSV_OPT_STREAM_BODY */
+    int stream_routes;    /* some route has NSV_ROUTE_STREAM_BODY */
     atomic_llong tls_failures; /* handshakes that failed */
     void *tls;           /* TLS option strings (tls/tls.c) */
     struct nsv__router *router;
@@ -285,6 +292,7 @@ int nsv__loop_watch(nsv__loop *l, nsv__conn *c, int rd, int wr);
 int nsv__loop_run_once(nsv__loop *l, int timeout_ms);
 void nsv__loop_flush_dirty(nsv__loop *l);
 void nsv__loop_turn(nsv__loop *l);
+void nsv__loop_defer(nsv__loop *l, nsv__conn *c);
 nsv__conn *nsv__loop_adopt(nsv__loop *l, int fd, int lidx, const struct sockaddr_storage *ss);
 nsv__conn *nsv__conn_alloc(nsv__loop *l);
 nsv__conn *nsv__conn_get(nsv__loop *l, uint64_t id);

@@ -354,7 +354,7 @@ int nsv__router_check(const char *method, size_t mlen, uint32_t flags, const cha
     for (size_t i = 0; !w && i < mlen; i++)
         if (method[i] >= 'a' && method[i] <= 'z')
             w = "method has lower-case letters (methods are case-sensitive)";
-    if (!w && (flags & ~(uint32_t)NSV_ROUTE_WEBSOCKET))
+    if (!w && (flags & ~(uint32_t)(NSV_ROUTE_WEBSOCKET | NSV_ROUTE_STREAM_BODY)))
         w = "unknown route flags";
     if (!w && (flags & NSV_ROUTE_WEBSOCKET) && !(mlen == 3 && memcmp(method, "GET", 3) == 0))
         w = "NSV_ROUTE_WEBSOCKET needs method GET (a WebSocket handshake is a GET request)";

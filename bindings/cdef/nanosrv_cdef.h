@@ -292,3 +292,45 @@ enum nsv_cookie_flag {
 };
 
 int64_t nsv_set_cookie(const char *name, size_t nlen, const char *value, size_t vlen, const char *path, size_t plen, const char *domain, size_t dlen, int64_t max_age, int64_t expires, uint32_t flags, char *dst, size_t cap);
+
+typedef struct nsv_multipart nsv_multipart;
+
+enum nsv_multipart_event_type {
+    NSV_MP_PART = 1,
+    NSV_MP_DATA = 2,
+    NSV_MP_PART_END = 3,
+    NSV_MP_END = 4
+};
+
+enum nsv_multipart_flag {
+    NSV_MPF_FILENAME = 1,
+    NSV_MPF_CONTENT_TYPE = 2,
+    NSV_MPF_FILENAME_EXT = 4
+};
+
+typedef struct nsv_multipart_event {
+    uint64_t input_off;
+    uint32_t type;
+    uint32_t flags;
+    uint32_t part;
+    uint32_t nheaders;
+    uint32_t name_off, name_len;
+    uint32_t filename_off, filename_len;
+    uint32_t content_type_off, content_type_len;
+    uint32_t headers_off, headers_len;
+    uint32_t data_off, data_len;
+} nsv_multipart_event;
+
+int nsv_multipart_boundary(const char *content_type, size_t len, uint32_t *off, uint32_t *blen);
+
+nsv_multipart *nsv_multipart_new(const char *boundary, size_t blen, uint32_t max_header_bytes, uint32_t max_parts);
+
+void nsv_multipart_free(nsv_multipart *mp);
+
+int nsv_multipart_feed(nsv_multipart *mp, const char *data, size_t len, nsv_multipart_event *evs, int max_events, char *arena, size_t arena_cap, size_t *consumed);
+
+int nsv_multipart_finish(nsv_multipart *mp);
+
+int64_t nsv_multipart_need(const nsv_multipart *mp);
+
+size_t nsv_multipart_event_size(void);

@@ -794,6 +794,111 @@ enum nsv_cookie_flag {
  * "/" (prefixes matched case-insensitively, as browsers do). Since 1.1. */
 NSV_API int64_t nsv_set_cookie(const char *name, size_t nlen, const char *value, size_t vlen, const char *path, size_t plen, const char *domain, size_t dlen, int64_t max_age, int64_t expires, uint32_t flags, char *dst, size_t cap);
 
+/* ---- multipart/form-data (streaming) ----
+ * A body is fed in pieces of any size to an opaque parser, which turns
+ * them into batches of fixed-layout records plus an arena, like nsv_poll.
+ * Memory is one allocation at nsv_multipart_new (about max_header_bytes +
+ * 400 bytes); feeding never allocates, whatever the size of the parts.
+ * Syntax (RFC 7578 over RFC 2046), strict: the body starts with "--" and
+ * the boundary (no preamble), a boundary line ends in CRLF (no transport
+ * padding), header lines end in CRLF, names are tokens, values hold no
+ * control byte but HTAB, no line folding; every part has one
+ * "Content-Disposition: form-data" with a name parameter (token or quoted
+ * string; duplicates, a missing ';' or '=', spaces around '=' are
+ * errors). "\r\n--boundary" followed by anything but CRLF or "--" is data.
+ * After the final "--boundary--" comes the epilogue, ignored, but a
+ * delimiter line ("\r\n--boundary") in it is NSV_EPARSE. See
+ * docs/MULTIPART.md. */
+
+/* Opaque parser handle. */
+typedef struct nsv_multipart nsv_multipart;
+
+/* Record types (nsv_multipart_event.type). */
+enum nsv_multipart_event_type {
+    NSV_MP_PART = 1,     /* a part's headers are complete: name, filename, content type, headers */
+    NSV_MP_DATA = 2,     /* data = the next bytes of the current part's body */
+    NSV_MP_PART_END = 3, /* the current part's body is complete */
+    NSV_MP_END = 4       /* the final boundary was seen (after the last PART_END) */
+};
+
+/* Flags of a PART record (nsv_multipart_event.flags). */
+enum nsv_multipart_flag {
+    NSV_MPF_FILENAME = 1,     /* a filename or filename* parameter was given (maybe empty) */
+    NSV_MPF_CONTENT_TYPE = 2, /* the part has a Content-Type header */
+    NSV_MPF_FILENAME_EXT = 4  /* the filename came from filename* (RFC 8187), decoded to UTF-8 */
+};
+
+/*
+ * One multipart record: 64 bytes, no pointers; _off/_len pairs refer to the
+ * arena given to nsv_multipart_feed. PART: name (quoted-string \" and \\
+ * unescaped; other bytes as sent, so a browser's %22, %0D, %0A stay
+ * encoded), filename (the same, or filename* decoded; length 0 and no
+ * NSV_MPF_FILENAME when absent), content_type (the header's value,
+ * trimmed; absent: no NSV_MPF_CONTENT_TYPE, read it as text/plain),
+ * headers (the part's header lines, "Name: value\r\n" each, nheaders of
+ * them). DATA: data. input_off is the offset in the whole body of the
+ * record's bytes: the header block (PART), the first data byte (DATA),
+ * the CRLF before the boundary (PART_END), the byte after "--boundary--"
+ * (END). part is the part's index (0, 1, ...).
+ */
+typedef struct nsv_multipart_event {
+    uint64_t input_off;
+    uint32_t type;     /* enum nsv_multipart_event_type */
+    uint32_t flags;    /* enum nsv_multipart_flag bits (PART) */
+    uint32_t part;     /* index of the part */
+    uint32_t nheaders; /* header lines (PART) */
+    uint32_t name_off, name_len;
+    uint32_t filename_off, filename_len;
+    uint32_t content_type_off, content_type_len;
+    uint32_t headers_off, headers_len;
+    uint32_t data_off, data_len;
+} nsv_multipart_event;
+
+/* METHOD: the boundary of a Content-Type value "multipart/form-data;
+ * boundary=..." (media type case-insensitive; the boundary parameter a
+ * token or a quoted string; other parameters skipped). Returns 0 with the
+ * boundary at content_type[*off, *off + *blen) (inside the quotes when
+ * quoted), NSV_ENOTFOUND when the media type is not multipart/form-data
+ * (answer 415), NSV_EPARSE when the parameters are malformed, the boundary
+ * is missing or given twice, or it is not 1-70 RFC 2046 bchars (letters,
+ * digits, '()+_,-./:=? and space) not ending in a space (answer 400); the
+ * detail names the byte. Since 1.1. */
+NSV_API int nsv_multipart_boundary(const char *content_type, size_t len, uint32_t *off, uint32_t *blen);
+/* CONSTRUCTOR: a parser for one body with this boundary (as
+ * nsv_multipart_boundary checks it). max_header_bytes bounds one part's
+ * header block, its empty line included (0: 16384; at most 1 MiB);
+ * max_parts bounds the parts (0: no limit). NULL on a bad boundary, a bad
+ * limit or no memory (nsv_last_error_detail(NULL) says which). Since 1.1. */
+NSV_API nsv_multipart *nsv_multipart_new(const char *boundary, size_t blen, uint32_t max_header_bytes, uint32_t max_parts);
+/* DESTRUCTOR: frees the parser; NULL is ignored. Since 1.1. */
+NSV_API void nsv_multipart_free(nsv_multipart *mp);
+/* METHOD: parse the next len bytes of the body: fills up to max_events
+ * records (at least 2) and their bytes into arena, sets *consumed to the
+ * bytes of data it took and returns the number of records. Bytes taken
+ * are either in the records or kept in the parser (a header block not yet
+ * complete, at most boundary length + 5 bytes that may start a boundary),
+ * so the caller passes only data + *consumed onwards. When the records or
+ * the arena fill up it stops early (*consumed < len): handle the batch,
+ * then call again with the rest (0 records is a valid answer while bytes
+ * were taken). Consecutive data of a part in one batch is one DATA record.
+ * NSV_ENOBUFS when nothing could be taken because the next record does
+ * not fit into the empty arena: nsv_multipart_need tells the size (at most
+ * 2 * max_header_bytes + 80). NSV_EPARSE with a detail naming the byte
+ * offset in the body and the rule (answer 400): then the parser stays
+ * failed and *consumed is where it stopped. NSV_EINVAL for bad
+ * arguments. Records and arena bytes of a failed call are meaningless.
+ * Since 1.1. */
+NSV_API int nsv_multipart_feed(nsv_multipart *mp, const char *data, size_t len, nsv_multipart_event *evs, int max_events, char *arena, size_t arena_cap, size_t *consumed);
+/* METHOD: end of input: 0 when the final boundary was seen (END was
+ * returned), else NSV_EPARSE "missing final boundary" (or the earlier
+ * parse error). Since 1.1. */
+NSV_API int nsv_multipart_finish(nsv_multipart *mp);
+/* METHOD: arena bytes the next record needs after nsv_multipart_feed
+ * returned NSV_ENOBUFS (0 otherwise). Since 1.1. */
+NSV_API int64_t nsv_multipart_need(const nsv_multipart *mp);
+/* METHOD: sizeof(nsv_multipart_event) in the loaded library (64). Since 1.1. */
+NSV_API size_t nsv_multipart_event_size(void);
+
 /* NSV_CDEF_END */
 
 #ifdef __cplusplus

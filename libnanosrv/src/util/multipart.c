@@ -20,6 +20,9 @@
 #define MP_HEADER_LIMIT (1u << 20)
 #define MP_BOUNDARY_MAX 70
 
+_Static_assert(sizeof(nsv_multipart_event) == 64, "nsv_multipart_event is 64 bytes");
+_Static_assert(offsetof(nsv_multipart_event, data_len) == 60, "nsv_multipart_event layout");
+
 enum { ST_START, ST_HEADERS, ST_BODY, ST_EPILOGUE, ST_ERROR };
 
 struct nsv_multipart {

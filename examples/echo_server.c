@@ -8,7 +8,10 @@
  *
  * Prints "listening on PORT" once ready. POST|PUT /echo answers the body
  * byte for byte; /ws is a WebSocket echo (messages up to 16 MiB, no
- * extensions); everything else gets a JSON description of the request.
+ * extensions); POST /upload parses a multipart/form-data body while it
+ * streams in and answers one JSON object per part (name, filename,
+ * content_type, size, sha256; lib/upload.h); everything else gets a JSON
+ * description of the request.
  * With --cert and --key it serves https and wss instead of http and ws;
  * --ca asks for client certificates signed by that CA (--ca-optional lets
  * clients without one in); the JSON then also names the SNI and the
@@ -21,7 +24,9 @@
 #include <string.h>
 #include <time.h>
 
-enum { ROUTE_ECHO = 1, ROUTE_WS = 2, ROUTE_DUMMY = 100 };
+#include "lib/upload.h"
+
+enum { ROUTE_ECHO = 1, ROUTE_WS = 2, ROUTE_UPLOAD = 3, ROUTE_DUMMY = 100 };
 
 static nsv_server *srv;
 static volatile sig_atomic_t got_signal;
@@ -99,8 +104,20 @@ static void handle(nsv_server *s, const nsv_event *ev, const char *a)
         nsv_ws_send(s, ev->conn, ev->code, a + ev->body_off, ev->body_len);
         return;
     }
+    if (ev->type == NSV_EV_BODY) { /* only POST /upload streams its body */
+        upload_body(s, ev, a);
+        return;
+    }
+    if (ev->type == NSV_EV_CLOSE || ev->type == NSV_EV_ERROR) {
+        upload_gone(ev->conn);
+        return;
+    }
     if (ev->type != NSV_EV_REQUEST)
         return;
+    if (ev->route == ROUTE_UPLOAD) {
+        upload_begin(s, ev, a);
+        return;
+    }
     if (busy_us)
         spin(busy_us);
     if (ev->route == ROUTE_ECHO) {
@@ -209,6 +226,7 @@ int main(int argc, char **argv)
     nsv_route(srv, "POST", 4, "/echo", 5, ROUTE_ECHO, 0);
     nsv_route(srv, "PUT", 3, "/echo", 5, ROUTE_ECHO, 0);
     nsv_route(srv, "GET", 3, "/ws", 3, ROUTE_WS, NSV_ROUTE_WEBSOCKET);
+    nsv_route(srv, "POST", 4, "/upload", 7, ROUTE_UPLOAD, NSV_ROUTE_STREAM_BODY);
     for (int i = 0; i < routes; i++) {
         char pat[64];
         int n = snprintf(pat, sizeof pat, "/dummy/%d/:id", i);

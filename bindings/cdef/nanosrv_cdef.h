@@ -214,6 +214,10 @@ int nsv_send_chunk(nsv_server *srv, uint64_t conn, const char *data, size_t len)
 
 int nsv_reply_end(nsv_server *srv, uint64_t conn);
 
+int nsv_sse_start(nsv_server *srv, uint64_t conn, const char *headers, size_t hlen);
+
+int nsv_sse_send(nsv_server *srv, uint64_t conn, const char *event, size_t elen, const char *id, size_t idlen, const char *data, size_t dlen, int64_t retry_ms);
+
 int nsv_close(nsv_server *srv, uint64_t conn);
 
 int nsv_conn_set_tag(nsv_server *srv, uint64_t conn, uint64_t tag);
@@ -334,3 +338,7 @@ int nsv_multipart_finish(nsv_multipart *mp);
 int64_t nsv_multipart_need(const nsv_multipart *mp);
 
 size_t nsv_multipart_event_size(void);
+
+int64_t nsv_sse_format(const char *event, size_t elen, const char *id, size_t idlen, const char *data, size_t dlen, int64_t retry_ms, char *dst, size_t cap);
+
+int64_t nsv_sse_comment(const char *text, size_t len, char *dst, size_t cap);

@@ -593,6 +593,26 @@ NSV_API int nsv_send_chunk(nsv_server *srv, uint64_t conn, const char *data, siz
 /* METHOD: finish a streamed response (the final empty chunk of a chunked
  * one; see nsv_reply_start for a fixed-length stream ended short). Since 1.0. */
 NSV_API int nsv_reply_end(nsv_server *srv, uint64_t conn);
+/* METHOD: start a server-sent event stream (EventSource) as the answer
+ * to a pending request: nsv_reply_start with status 200 and the lines
+ * "Content-Type: text/event-stream", "Cache-Control: no-cache" and
+ * "X-Accel-Buffering: no" (nginx then passes events on at once), each
+ * added unless the host's block has a line of that name. A host
+ * Content-Type must be text/event-stream (parameters allowed), since
+ * EventSource fails the connection on any other, and a Content-Length is
+ * refused (a stream has no length): NSV_EINVAL with a detail. The block
+ * must end with CRLF; the other rules and errors are nsv_reply_start's.
+ * Send events with nsv_sse_send (or nsv_send_chunk of what nsv_sse_format
+ * or nsv_sse_comment made), end with nsv_reply_end. Since 1.1. */
+NSV_API int nsv_sse_start(nsv_server *srv, uint64_t conn, const char *headers, size_t hlen);
+/* METHOD: format one event as nsv_sse_format does and send it as one
+ * chunk of the stream: the errors, the NSV_EAGAIN at NSV_OPT_MAX_OUTPUT
+ * (nothing queued), the pacing by TCP_WRITABLE events and the calls from
+ * any thread of a sharded server are those of nsv_send_chunk. Events up
+ * to 4 KiB are formatted on the stack, larger ones in one allocation for
+ * the call. A keepalive is nsv_sse_comment sent with nsv_send_chunk.
+ * Since 1.1. */
+NSV_API int nsv_sse_send(nsv_server *srv, uint64_t conn, const char *event, size_t elen, const char *id, size_t idlen, const char *data, size_t dlen, int64_t retry_ms);
 /* METHOD: close a connection after its queued output is sent. Since 1.0. */
 NSV_API int nsv_close(nsv_server *srv, uint64_t conn);
 /* METHOD: set the connection's user tag, echoed in every event created
@@ -898,6 +918,26 @@ NSV_API int nsv_multipart_finish(nsv_multipart *mp);
 NSV_API int64_t nsv_multipart_need(const nsv_multipart *mp);
 /* METHOD: sizeof(nsv_multipart_event) in the loaded library (64). Since 1.1. */
 NSV_API size_t nsv_multipart_event_size(void);
+/* METHOD: one server-sent event (WHATWG HTML, text/event-stream) into
+ * dst, as the encoders above: "event: NAME\n" when elen > 0, "id: ID\n"
+ * when id is not NULL (a non-NULL id of length 0 sends "id: ", which
+ * resets the client's last event id), "retry: N\n" when retry_ms >= 0,
+ * the data as "data: LINE\n" lines split on LF, CRLF and lone CR (the
+ * client joins them with LF, so the data comes back as sent with every
+ * line break an LF), then an empty line. Data lines are written when data
+ * is not NULL or an event name is given, and that makes the client
+ * dispatch the event (with dlen 0: one "data: \n", an event with empty
+ * data); data NULL without a name sends only id and/or retry, which the
+ * client records without dispatching anything. NSV_EINVAL with a detail
+ * (nsv_last_error_detail(NULL)) for CR or LF in the name or id (they
+ * would start another field), NUL in the id (clients ignore such an id),
+ * a NULL pointer with a non-zero length, or nothing to send. Since 1.1. */
+NSV_API int64_t nsv_sse_format(const char *event, size_t elen, const char *id, size_t idlen, const char *data, size_t dlen, int64_t retry_ms, char *dst, size_t cap);
+/* METHOD: an event-stream comment, e.g. a keepalive that stops proxies
+ * and clients from timing the stream out: ": LINE\n" for each line of
+ * text (split as nsv_sse_format splits data; len 0 gives ": \n"), then an
+ * empty line. Clients ignore it. Encoder convention as above. Since 1.1. */
+NSV_API int64_t nsv_sse_comment(const char *text, size_t len, char *dst, size_t cap);
 
 /* NSV_CDEF_END */
 

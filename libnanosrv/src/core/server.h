@@ -39,4 +39,9 @@ void nsv__options_defaults(nsv_server *s);
  * bits, and NSV_ROUTE_WEBSOCKET goes with GET only. */
 int nsv__router_check(const char *method, size_t mlen, uint32_t flags, const char **why);
 
+/* util/sse.c: nsv_sse_format with the detail set for server s and naming
+ * the public call fn. */
+int64_t nsv__sse_format(nsv_server *s, const char *fn, const char *event, size_t elen, const char *id, size_t idlen,
+                        const char *data, size_t dlen, int64_t retry_ms, char *dst, size_t cap);
+
 #endif

@@ -24,10 +24,8 @@ void nsv__free(const nsv__alloc *a, void *p);
 extern const nsv__alloc nsv__default_alloc;
 
 /* Error details (core/detail.c): set the calling thread's detail for server
- * s (NULL: the server-less slot) and return err. nsv__fail(err) names the
- * failing call when nothing more precise was set during it. */
+ * s (NULL: the server-less slot) and return err. */
 int nsv__set_detail(nsv_server *s, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-int nsv__fail(int err);
 
 /* Logging (util/log.c). */
 void nsv__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

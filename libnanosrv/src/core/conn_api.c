@@ -132,12 +132,11 @@ static int conn_call(nsv_server *s, const char *fn, uint32_t op, uint64_t id, in
         return nsv__set_detail(s, NSV_EINVAL, "%s: headers is NULL with hlen %zu", fn, hlen);
     if (blen && !b)
         return nsv__set_detail(s, NSV_EINVAL, "%s: %s is NULL with length %zu", fn, data_name(op), blen);
-    uint64_t mark = nsv__call_enter(s, fn);
+    uint64_t mark = nsv__detail_mark(); /* a detail set deeper wins over the generic one */
     nsv__loop *l = direct_loop(s, id);
     nsv__cmd k = {.op = op, .status = status, .id = id, .arg = arg, .h = h, .hlen = hlen, .b = b, .blen = blen};
     int r = l ? nsv__conn_op(l, &k)
-              : nsv__shard_forward(s, op, id, status, h, hlen, b, blen, arg);
-    nsv__call_leave();
+              : nsv__shard_forward(s, &k);
     return r < 0 ? conn_fail(s, mark, fn, op, id, r) : r;
 }
 

@@ -29,11 +29,6 @@ static _Thread_local uint64_t seq; /* details written by this thread */
 static _Thread_local uint64_t clock_;
 static atomic_uint_least64_t next_serial;
 
-/* The call in progress on this thread (conn_api.c), for nsv__fail. */
-static _Thread_local const nsv_server *call_srv;
-static _Thread_local uint64_t call_serial, call_mark;
-static _Thread_local const char *call_fn;
-
 uint64_t nsv__detail_serial(void) { return atomic_fetch_add(&next_serial, 1) + 1; }
 
 /* The slot of s on this thread; with create, the least recently used one
@@ -107,43 +102,6 @@ int nsv__set_detail_since(nsv_server *s, uint64_t mark, int err, const char *fmt
     va_start(ap, fmt);
     vset(s, s ? s->detail_serial : 0, err, fmt, ap);
     va_end(ap);
-    return err;
-}
-
-uint64_t nsv__call_enter(nsv_server *s, const char *fn)
-{
-    call_srv = s;
-    call_serial = s ? s->detail_serial : 0;
-    call_mark = seq;
-    call_fn = fn;
-    return seq;
-}
-
-void nsv__call_leave(void)
-{
-    call_srv = NULL;
-    call_fn = NULL;
-}
-
-/* A failure without context of its own: within a public call (see
- * nsv__call_enter) it names the call, unless something deeper already said
- * more; elsewhere it goes to the server-less slot. Either way an older
- * detail is not left standing as if it explained this failure. */
-int nsv__fail(int err)
-{
-    if (err >= 0)
-        return err;
-    if (!call_fn) {
-        snprintf(none.text, sizeof none.text, "failed with %s", nsv_errname(err));
-        none.seq = ++seq;
-        return err;
-    }
-    const slot *e = find(call_srv, call_serial, 0);
-    if (e && e->seq > call_mark)
-        return err;
-    slot *w = find(call_srv, call_serial, 1);
-    snprintf(w->text, sizeof w->text, "%s failed with %s", call_fn, nsv_errname(err));
-    w->seq = ++seq;
     return err;
 }
 

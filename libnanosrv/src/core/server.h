@@ -10,15 +10,13 @@
 #include "../router/router.h"
 #include "shard.h"
 
-/* detail.c (nsv__set_detail and nsv__fail are declared in internal.h) */
+/* detail.c (nsv__set_detail is declared in internal.h) */
 uint64_t nsv__detail_serial(void);
 uint64_t nsv__detail_mark(void);
 int nsv__set_detail_text(nsv_server *s, int err, const char *text);
 int nsv__detail_since(nsv_server *s, uint64_t mark);
 int nsv__set_detail_since(nsv_server *s, uint64_t mark, int err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-uint64_t nsv__call_enter(nsv_server *s, const char *fn);
-void nsv__call_leave(void);
 
 /* Per-connection operations: run in place on the owning loop (conn_api.c)
  * or queued to it from another thread (shard.c). */

@@ -114,9 +114,11 @@ static int ticket_step(nsv_server *s, uint64_t id, unsigned from, unsigned to)
     return bad_upgrade ? NSV_EPARSE : NSV_OK;
 }
 
-int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, const char *h, size_t hlen,
-                       const char *b, size_t blen, uint64_t arg)
+int nsv__shard_forward(nsv_server *s, const nsv__cmd *k)
 {
+    uint32_t op = k->op;
+    uint64_t id = k->id;
+    size_t hlen = k->hlen, blen = k->blen;
     if (!s->sharded)
         return NSV_ESTALE;
     if (op == NSV__OP_TCP_SEND && blen == 0)
@@ -129,9 +131,9 @@ int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, cons
         /* Everything the worker would reject is checked here: once the
          * ticket moves, the reply must not fail there, or the request waits forever. */
         nsv__hscan hs = {0};
-        if (hlen && nsv__headers_scan(s, h, hlen, &hs) != 0)
+        if (hlen && nsv__headers_scan(s, k->h, hlen, &hs) != 0)
             return NSV_EINVAL;
-        if ((r = nsv__reply_check(s, status, &hs, op == NSV__OP_START)) != 0)
+        if ((r = nsv__reply_check(s, k->status, &hs, op == NSV__OP_START)) != 0)
             return r;
     }
     switch (op) {
@@ -147,9 +149,9 @@ int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, cons
     if (r && r != NSV_EPARSE)
         return r;
     /* NSV_EPARSE: an invalid handshake; the worker still sends the 400/426. */
-    nsv__cmd c = {.fn = conn_cmd, .op = op, .status = status, .id = id, .arg = arg, .hlen = hlen,
-             .blen = blen};
-    int pr = nsv__cmd_push(s->loops[NSV__ID_LOOP(id)], &c, h, b);
+    nsv__cmd c = *k;
+    c.fn = conn_cmd;
+    int pr = nsv__cmd_push(s->loops[NSV__ID_LOOP(id)], &c, k->h, k->b);
     return pr ? pr : r;
 }
 

@@ -11,8 +11,7 @@ int nsv__setup_begin(nsv_server *s, const char *call, const char *what);
 void nsv__setup_end(nsv_server *s);
 void nsv__shard_stop(nsv_server *s);
 nsv__loop *nsv__shard_current(nsv_server *s);
-int nsv__shard_forward(nsv_server *s, uint32_t op, uint64_t id, int status, const char *h, size_t hlen,
-                       const char *b, size_t blen, uint64_t arg);
+int nsv__shard_forward(nsv_server *s, const nsv__cmd *k);
 int nsv__shard_broadcast(nsv_server *s, int32_t route, int opcode, const char *data, size_t len);
 int64_t nsv__shard_connect(nsv_server *s, const char *url, size_t len);
 int nsv__shard_poll(nsv_server *s, nsv_event *evs, int max, char *arena, size_t cap, int timeout_ms);

@@ -41,7 +41,6 @@ void nsv__body_aborted(nsv__loop *l, nsv__conn *c);
 int nsv__body_pause(nsv__loop *l, nsv__conn *c, int paused);
 
 /* response.c */
-int nsv__scan_headers(const char *h, size_t n, unsigned *seen);
 int nsv__headers_scan(nsv_server *s, const char *h, size_t n, nsv__hscan *out);
 int nsv__reply_check(nsv_server *s, int status, const nsv__hscan *hs, int stream);
 int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t hlen,

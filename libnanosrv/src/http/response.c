@@ -206,14 +206,6 @@ int nsv__headers_scan(nsv_server *s, const char *h, size_t n, nsv__hscan *out)
     return 0;
 }
 
-int nsv__scan_headers(const char *h, size_t n, unsigned *seen)
-{
-    nsv__hscan hs;
-    int r = nsv__headers_scan(NULL, h, n, &hs);
-    *seen = hs.seen;
-    return r;
-}
-
 /* Framing rules of a reply that need no request: 1xx only through their own
  * paths, Transfer-Encoding only on streamed replies and only "chunked", no
  * Content-Length beside it or on a 204. The rules that need the request

@@ -73,7 +73,12 @@ void nsv__cmd_run(nsv__loop *l)
     l->cmd_spare_cap = cap;
 }
 
-static void adopt_cmd(nsv__loop *l, const nsv__cmd *c) { nsv__loop_adopt(l, (int)c->arg, c->status, &c->ss); }
+static void adopt_cmd(nsv__loop *l, const nsv__cmd *c)
+{
+    struct sockaddr_storage ss;
+    memcpy(&ss, c->h, sizeof ss);
+    nsv__loop_adopt(l, (int)c->arg, c->status, &ss);
+}
 
 /* An acceptor hands an accepted socket to the next loop (round robin). */
 void nsv__loop_handoff(nsv__loop *from, int fd, int lidx, const struct sockaddr_storage *ss)
@@ -84,8 +89,8 @@ void nsv__loop_handoff(nsv__loop *from, int fd, int lidx, const struct sockaddr_
         nsv__loop_adopt(from, fd, lidx, ss);
         return;
     }
-    nsv__cmd c = {.fn = adopt_cmd, .status = lidx, .arg = (uint64_t)fd, .ss = *ss};
-    if (nsv__cmd_push(to, &c, NULL, NULL) != 0) {
+    nsv__cmd c = {.fn = adopt_cmd, .status = lidx, .arg = (uint64_t)fd, .hlen = sizeof *ss};
+    if (nsv__cmd_push(to, &c, (const char *)ss, NULL) != 0) {
         close(fd);
         atomic_fetch_sub(&s->nconns, 1);
     }

@@ -269,7 +269,8 @@ static inline int nsv__out_over(const nsv__loop *l, const nsv__conn *c, int div)
 }
 
 /* A command another thread hands a loop (cmdq.c): fn runs on the loop with
- * the command; h and b point at the hlen and blen bytes copied with it. */
+ * the command; h and b point at the hlen and blen bytes copied with it (an
+ * address, for the commands that carry one, travels as the h bytes). */
 typedef struct nsv__cmd nsv__cmd;
 struct nsv__cmd {
     void (*fn)(nsv__loop *l, const nsv__cmd *c);
@@ -279,7 +280,6 @@ struct nsv__cmd {
     uint64_t arg;
     size_t hlen, blen;
     const char *h, *b;
-    struct sockaddr_storage ss;
 };
 
 /* loop.c */

@@ -226,14 +226,14 @@ struct resolve_job {
 /* A name lookup finished (on its thread); this runs on the loop. */
 static void resolved_cmd(nsv__loop *l, const nsv__cmd *cmd)
 {
-    int err = cmd->status;
-    const struct sockaddr_storage *ss = &cmd->ss;
     nsv__conn *c = nsv__conn_get(l, cmd->id);
     if (!c || c->proto != &nsv__proto_connect)
         return; /* aborted or timed out meanwhile */
-    if (err)
-        return connect_failed(l, c, err, "name not resolved");
-    start_connect(l, c, ss);
+    if (cmd->status)
+        return connect_failed(l, c, cmd->status, "name not resolved");
+    struct sockaddr_storage ss; /* the address travels as the command's bytes */
+    memcpy(&ss, cmd->h, sizeof ss);
+    start_connect(l, c, &ss);
 }
 
 static void *resolve_main(void *arg)
@@ -244,8 +244,9 @@ static void *resolve_main(void *arg)
     struct sockaddr_storage ss = {0};
     if (gr == 0 && res)
         memcpy(&ss, res->ai_addr, res->ai_addrlen);
-    nsv__cmd c = {.fn = resolved_cmd, .id = j->id, .status = gr == 0 && res ? 0 : NSV_ENOTFOUND, .ss = ss};
-    nsv__cmd_push(j->loop, &c, NULL, NULL);
+    nsv__cmd c = {.fn = resolved_cmd, .id = j->id, .status = gr == 0 && res ? 0 : NSV_ENOTFOUND,
+                  .hlen = sizeof ss};
+    nsv__cmd_push(j->loop, &c, (const char *)&ss, NULL);
     if (res)
         freeaddrinfo(res);
     nsv_server *s = j->srv;

@@ -1,56 +1,10 @@
 /* api.c - the C ABI in-process: errors for bad ids and bad calls, options,
  * listeners, routes, event accessors, streaming, batches, callback mode. */
 #include "tap.h"
+#include "nsvnet.h"
 #include <nanosrv.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
-
-static nsv_event evs[64];
-static char arena[1 << 20];
-
-static int client(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
-        return -1;
-    return fd;
-}
-
-static void sends(int fd, const char *s) { ssize_t w = write(fd, s, strlen(s)); (void)w; }
-
-/* Poll until an event of `type` arrives (bounded). */
-static int wait_event(nsv_server *s, uint32_t type, nsv_event *out)
-{
-    for (int tries = 0; tries < 100; tries++) {
-        int n = nsv_poll(s, evs, 64, arena, sizeof arena, 20);
-        for (int i = 0; i < n; i++)
-            if (evs[i].type == type) {
-                *out = evs[i];
-                return 1;
-            }
-    }
-    return 0;
-}
-
-static int read_all(int fd, char *buf, size_t cap, int ms)
-{
-    size_t n = 0;
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    while (n < cap - 1 && poll(&p, 1, ms) > 0) {
-        ssize_t r = read(fd, buf + n, cap - 1 - n);
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-        ms = 50;
-    }
-    buf[n] = 0;
-    return (int)n;
-}
 
 static void test_errors(void)
 {
@@ -104,7 +58,7 @@ static void test_errors(void)
     int fd = client(port);
     sends(fd, "GET /u/42?x=1 HTTP/1.1\r\nHost: h\r\nX-Test: Value 1\r\nx-other: two\r\n\r\n");
     nsv_event ev;
-    ok(wait_event(s, NSV_EV_REQUEST, &ev), "request event");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100, 20), "request event");
     is_int(ev.route, 7, "route id in event");
     is_mem(arena + ev.method_off, ev.method_len, "GET", "method");
     is_mem(arena + ev.path_off, ev.path_len, "/u/42", "path");
@@ -144,12 +98,12 @@ static void test_errors(void)
     is_int(nsv_reply(s, ev.conn, 200, NULL, 0, "again", 5), NSV_ESTATE, "reply twice -> ESTATE");
     nsv_poll(s, evs, 64, arena, sizeof arena, 0);
     char buf[4096];
-    read_all(fd, buf, sizeof buf, 500);
+    read_all(fd, buf, sizeof buf, 500, 50);
     ok(strstr(buf, "HTTP/1.1 200 OK\r\n") && strstr(buf, "X-A: 1\r\n") && strstr(buf, "\r\n\r\nhi"), "reply on the wire");
 
     /* streaming */
     sends(fd, "GET /stream HTTP/1.1\r\nHost:h\r\nX-Sp:   padded \t \r\n\r\n");
-    ok(wait_event(s, NSV_EV_REQUEST, &ev), "second request on the same connection");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100, 20), "second request on the same connection");
     is_int(ev.route, -1, "unmatched route -> -1");
     is_mem(arena + ev.headers_off, ev.headers_len, "Host: h\r\nX-Sp: padded\r\n",
            "header block rewritten as \"Name: value\" lines when sent otherwise");
@@ -163,14 +117,14 @@ static void test_errors(void)
     is_int(nsv_reply_end(s, ev.conn), NSV_OK, "reply_end");
     is_int(nsv_reply_end(s, ev.conn), NSV_ESTATE, "reply_end twice -> ESTATE");
     nsv_poll(s, evs, 64, arena, sizeof arena, 0);
-    read_all(fd, buf, sizeof buf, 500);
+    read_all(fd, buf, sizeof buf, 500, 50);
     ok(strstr(buf, "Transfer-Encoding: chunked") && strstr(buf, "3\r\nabc\r\n5\r\ndefgh\r\n0\r\n\r\n"),
        "chunked stream on the wire");
 
     /* a long stream paced by TCP_WRITABLE: 0 when the client stops reading, 1 once it drained */
     int sfd = client(port);
     sends(sfd, "GET /big HTTP/1.1\r\nHost: h\r\n\r\n");
-    ok(wait_event(s, NSV_EV_REQUEST, &ev), "request for a long stream");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100, 20), "request for a long stream");
     uint64_t sc = ev.conn;
     is_int(nsv_reply_start(s, sc, 200, NULL, 0), NSV_OK, "long stream started");
     static char chunk[32768];
@@ -204,13 +158,13 @@ static void test_errors(void)
 
     /* peer closes while the host holds a request */
     sends(fd, "GET /late HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
-    ok(wait_event(s, NSV_EV_REQUEST, &ev), "third request");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100, 20), "third request");
     uint64_t old = ev.conn;
     shutdown(fd, SHUT_RDWR);
     close(fd);
     is_int(nsv_reply(s, old, 200, NULL, 0, "ok", 2), NSV_OK, "reply after peer half-closed is accepted");
     nsv_event cev;
-    ok(wait_event(s, NSV_EV_CLOSE, &cev), "close event");
+    ok(wait_event(s, NSV_EV_CLOSE, &cev, 100, 20), "close event");
     is_int(cev.conn, old, "close event names the connection");
     is_int(cev.tag, 0xfeed, "close event carries the tag");
     is_int(nsv_reply(s, old, 200, NULL, 0, NULL, 0), NSV_ESTALE, "reply after close -> ESTALE");
@@ -220,12 +174,12 @@ static void test_errors(void)
     /* a new connection reusing the slot must not accept the old id */
     fd = client(port);
     sends(fd, "GET /new HTTP/1.1\r\nHost: h\r\n\r\n");
-    ok(wait_event(s, NSV_EV_REQUEST, &ev), "request on a new connection");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100, 20), "request on a new connection");
     ok(ev.conn != old, "new id differs from the stale one");
     is_int(nsv_reply(s, old, 200, NULL, 0, NULL, 0), NSV_ESTALE, "stale id rejected, slot reused");
     is_int(nsv_reply(s, ev.conn, 200, NULL, 0, "fine", 4), NSV_OK, "new connection answered");
     nsv_poll(s, evs, 64, arena, sizeof arena, 0);
-    read_all(fd, buf, sizeof buf, 500);
+    read_all(fd, buf, sizeof buf, 500, 50);
     ok(strstr(buf, "\r\n\r\nfine") != NULL, "new connection unaffected");
 
     /* arena too small: the event waits */
@@ -257,7 +211,7 @@ static void test_errors(void)
     memcpy(batch + 40, &st, 4);
     is_int(nsv_reply_batch(s, batch, 56), 1, "batch: 1 of 2 accepted (stale one refused)");
     nsv_poll(s, evs, 64, arena, sizeof arena, 0);
-    read_all(fd, buf, sizeof buf, 500);
+    read_all(fd, buf, sizeof buf, 500, 50);
     ok(strstr(buf, "HTTP/1.1 201 Created") && strstr(buf, "\r\n\r\nbatch"), "batch reply on the wire");
     close(fd);
     nsv_server_free(s);
@@ -287,7 +241,7 @@ static void test_callback(void)
     is_int(cb_count, 3, "three pipelined requests through the callback");
     nsv_poll(s, evs, 64, arena, sizeof arena, 0);
     char buf[4096];
-    read_all(fd, buf, sizeof buf, 500);
+    read_all(fd, buf, sizeof buf, 500, 50);
     ok(strstr(buf, "\r\n\r\n/1") && strstr(buf, "\r\n\r\n/2") && strstr(buf, "\r\n\r\n/3"), "callback replies in order");
     is_int(nsv_poll(s, evs, 64, arena, sizeof arena, 0), NSV_ESTOPPED, "poll after stop -> ESTOPPED");
     close(fd);
@@ -306,7 +260,7 @@ static void test_ws_api(void)
               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
               "Sec-WebSocket-Protocol: chat, superchat\r\n\r\n");
     nsv_event ev;
-    ok(wait_event(s, NSV_EV_REQUEST, &ev), "upgrade request reaches the host");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100, 20), "upgrade request reaches the host");
     ok(ev.flags & NSV_EVF_UPGRADE, "UPGRADE flag set");
     uint32_t vl;
     int64_t vo = nsv_ev_header(&ev, arena, "sec-websocket-protocol", 22, &vl);
@@ -330,7 +284,7 @@ static void test_ws_api(void)
     is_int(nsv_ws_send(s, ev.conn, NSV_WS_TEXT, "late", 4), NSV_ESTATE, "send after close -> ESTATE");
     nsv_poll(s, evs, 64, arena, sizeof arena, 0);
     char buf[4096];
-    int n = read_all(fd, buf, sizeof buf, 500);
+    int n = read_all(fd, buf, sizeof buf, 500, 50);
     ok(strstr(buf, "101 Switching Protocols") && strstr(buf, "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=") &&
        strstr(buf, "Sec-WebSocket-Protocol: chat\r\n"), "101 with accept key and chosen subprotocol");
     char *body = strstr(buf, "\r\n\r\n");
@@ -343,7 +297,7 @@ static void test_ws_api(void)
     ssize_t w = write(fd, close_frame, sizeof close_frame);
     (void)w;
     nsv_event cev;
-    ok(wait_event(s, NSV_EV_CLOSE, &cev), "connection closed after the close exchange");
+    ok(wait_event(s, NSV_EV_CLOSE, &cev, 100, 20), "connection closed after the close exchange");
     close(fd);
 
     /* automatic route: WS_OPEN then messages */
@@ -351,17 +305,17 @@ static void test_ws_api(void)
     sends(fd, "GET /auto?room=1 HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n");
     static const unsigned char msg[] = {0x81, 0x82, 1, 2, 3, 4, 'h' ^ 1, 'i' ^ 2};
-    ok(wait_event(s, NSV_EV_WS_OPEN, &ev), "WS_OPEN for an automatic route");
+    ok(wait_event(s, NSV_EV_WS_OPEN, &ev, 100, 20), "WS_OPEN for an automatic route");
     is_int(ev.route, 5, "WS_OPEN carries the route");
     is_mem(arena + ev.query_off, ev.query_len, "room=1", "WS_OPEN carries the query");
     w = write(fd, msg, sizeof msg);
-    ok(wait_event(s, NSV_EV_WS_MESSAGE, &ev), "WS_MESSAGE");
+    ok(wait_event(s, NSV_EV_WS_MESSAGE, &ev, 100, 20), "WS_MESSAGE");
     is_int(ev.code, NSV_WS_TEXT, "text opcode");
     is_mem(arena + ev.body_off, ev.body_len, "hi", "unmasked payload");
     is_int(ev.route, 5, "message carries the route");
     is_int(nsv_ws_broadcast(s, 5, NSV_WS_TEXT, "room", 4), 1, "broadcast to the route");
     close(fd);
-    ok(wait_event(s, NSV_EV_WS_CLOSE, &ev), "abrupt disconnect -> WS_CLOSE");
+    ok(wait_event(s, NSV_EV_WS_CLOSE, &ev, 100, 20), "abrupt disconnect -> WS_CLOSE");
     is_int(ev.code, 1006, "code 1006");
     nsv_server_free(s);
 }

@@ -3,41 +3,11 @@
  * deeper check explained the failure, and every refusal says which
  * argument broke which rule. */
 #include "tap.h"
+#include "nsvnet.h"
 #include <nanosrv.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sys/socket.h>
 #include <unistd.h>
-
-static nsv_event evs[64];
-static char arena[1 << 20];
-
-static int client(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
-        return -1;
-    return fd;
-}
-
-static void sends(int fd, const char *s) { ssize_t w = write(fd, s, strlen(s)); (void)w; }
-
-static int wait_event(nsv_server *s, uint32_t type, nsv_event *out)
-{
-    for (int tries = 0; tries < 200; tries++) {
-        int n = nsv_poll(s, evs, 64, arena, sizeof arena, 20);
-        for (int i = 0; i < n; i++)
-            if (evs[i].type == type) {
-                *out = evs[i];
-                return 1;
-            }
-    }
-    return 0;
-}
 
 /* r is the code wanted, the detail of srv names `want` and is more than the
  * code's fixed text. */
@@ -147,7 +117,7 @@ static uint64_t pending_request(nsv_server *s, int port, int *fd, const char *re
     *fd = client(port);
     sends(*fd, req);
     nsv_event ev;
-    if (!wait_event(s, NSV_EV_REQUEST, &ev))
+    if (!wait_event(s, NSV_EV_REQUEST, &ev, 200, 20))
         return 0;
     return ev.conn;
 }
@@ -270,7 +240,7 @@ static void test_refusals(void)
      * free the WebSocket state of connections still open. */
     close(fd);
     nsv_event cev;
-    ok(wait_event(s, NSV_EV_CLOSE, &cev), "the WebSocket closed");
+    ok(wait_event(s, NSV_EV_CLOSE, &cev, 200, 20), "the WebSocket closed");
     nsv_server_free(s);
 }
 

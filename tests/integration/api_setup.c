@@ -4,18 +4,13 @@
  * path, query or user info. Also: a single-loop server may still be set up
  * after it polled, and a reply past the largest size gets NSV_ETOOBIG. */
 #include "tap.h"
+#include "nsvnet.h"
 #include <nanosrv.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <stdint.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #define S(x) x, sizeof(x) - 1
-
-static nsv_event evs[64];
-static char arena[1 << 20];
 
 /* The last error detail contains every one of the given words. */
 static int detail_has(nsv_server *s, const char *a, const char *b)
@@ -25,58 +20,6 @@ static int detail_has(nsv_server *s, const char *a, const char *b)
     if (!r)
         diag("detail: '%s' (wanted '%s'%s%s)", d ? d : "(null)", a, b ? " and " : "", b ? b : "");
     return r;
-}
-
-static int client(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-static void sends(int fd, const char *s)
-{
-    ssize_t w = write(fd, s, strlen(s));
-    (void)w;
-}
-
-static int wait_request(nsv_server *s, nsv_event *out)
-{
-    for (int tries = 0; tries < 100; tries++) {
-        int n = nsv_poll(s, evs, 64, arena, sizeof arena, 20);
-        for (int i = 0; i < n; i++)
-            if (evs[i].type == NSV_EV_REQUEST) {
-                *out = evs[i];
-                return 1;
-            }
-    }
-    return 0;
-}
-
-/* Polls the server while reading one response from fd (bounded). */
-static int read_response(nsv_server *s, int fd, char *buf, size_t cap)
-{
-    size_t n = 0;
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    for (int tries = 0; tries < 100 && n < cap - 1; tries++) {
-        nsv_poll(s, evs, 64, arena, sizeof arena, 10);
-        if (poll(&p, 1, 10) > 0) {
-            ssize_t r = read(fd, buf + n, cap - 1 - n);
-            if (r <= 0)
-                break;
-            n += (size_t)r;
-            buf[n] = 0;
-            if (strstr(buf, "\r\n\r\n"))
-                break;
-        }
-    }
-    buf[n] = 0;
-    return (int)n;
 }
 
 static void test_route_methods(void)
@@ -126,15 +69,15 @@ static void test_route_methods(void)
     int fd = client(nsv_listener_port(s, lid));
     sends(fd, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
     nsv_event ev;
-    ok(wait_request(s, &ev), "request arrives");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100, 20), "request arrives");
     is_int(ev.route, 1, "GET /a matches route 1");
     nsv_reply(s, ev.conn, 200, NULL, 0, "a", 1);
     sends(fd, "PURGE /a HTTP/1.1\r\nHost: x\r\n\r\n");
-    ok(wait_request(s, &ev), "request arrives");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100, 20), "request arrives");
     is_int(ev.route, 3, "PURGE /a matches route 3");
     nsv_reply(s, ev.conn, 200, NULL, 0, "a", 1);
     sends(fd, "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
-    ok(wait_request(s, &ev), "request arrives");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100, 20), "request arrives");
     is_int(ev.route, 2, "POST /b matches ALL");
     nsv_reply(s, ev.conn, 200, NULL, 0, "a", 1);
     close(fd);
@@ -221,7 +164,7 @@ static void test_single_loop_late_setup(void)
     int fd = client(nsv_listener_port(s, l2));
     sends(fd, "GET /late HTTP/1.1\r\nHost: x\r\n\r\n");
     nsv_event ev;
-    ok(wait_request(s, &ev), "request on the late listener");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100, 20), "request on the late listener");
     is_int(ev.route, 7, "late route matches");
 
     /* The largest reply: past it NSV_ETOOBIG, checked before any byte of the
@@ -232,12 +175,12 @@ static void test_single_loop_late_setup(void)
     is_int(nsv_reply(s, ev.conn, 200, NULL, 0, &one, (size_t)5 << 30), NSV_ETOOBIG, "reply of 5 GiB: NSV_ETOOBIG");
     is_int(nsv_reply(s, ev.conn, 200, NULL, 0, "late", 4), NSV_OK, "the request can still be answered");
     char buf[1024];
-    read_response(s, fd, buf, sizeof buf);
+    read_polling(s, fd, buf, sizeof buf, 100, 10, "\r\n\r\n");
     ok(strstr(buf, "200 OK") && strstr(buf, "late"), "response received");
 
     is_int(nsv_set_callback(s, on_ev, NULL), NSV_OK, "single loop: nsv_set_callback after a poll");
     sends(fd, "GET /late HTTP/1.1\r\nHost: x\r\n\r\n");
-    read_response(s, fd, buf, sizeof buf);
+    read_polling(s, fd, buf, sizeof buf, 100, 10, "\r\n\r\n");
     ok(strstr(buf, "cb") != NULL, "callback answered");
     is_int(cb_n, 1, "callback ran once");
     close(fd);

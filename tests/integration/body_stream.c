@@ -4,41 +4,13 @@
  * 100-continue; pausing; max_body, the deadline and a client that leaves
  * mid-body; a streaming echo; the same on a sharded server. */
 #include "tap.h"
+#define NSVNET_EVS 256
+#define NSVNET_ARENA (4 << 20)
+#include "nsvnet.h"
 #include <nanosrv.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <unistd.h>
-
-static nsv_event evs[256];
-static char arena[4 << 20];
-
-static int client(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-static void sendn(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n) {
-        ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
-        if (w <= 0)
-            return;
-        c += w;
-        n -= (size_t)w;
-    }
-}
-static void sends(int fd, const char *s) { sendn(fd, s, strlen(s)); }
 
 /* What the host saw of one request. */
 typedef struct seen {
@@ -84,29 +56,19 @@ static int pump_until(nsv_server *s, seen *w, int *field, int want, int rounds)
     return *field >= want;
 }
 
+typedef struct pumping { nsv_server *s; seen *w; } pumping;
+static void pump_step(void *ctx, int ms) { pump(((pumping *)ctx)->s, ((pumping *)ctx)->w, ms); }
+
 static int read_wait(int fd, char *buf, size_t cap, nsv_server *s, seen *w, int rounds)
 {
-    size_t n = 0;
-    for (int i = 0; i < rounds && n < cap - 1; i++) {
-        if (s)
-            pump(s, w, 5);
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 5) > 0) {
-            ssize_t r = read(fd, buf + n, cap - 1 - n);
-            if (r <= 0)
-                break;
-            n += (size_t)r;
-        }
-    }
-    buf[n] = 0;
-    return (int)n;
+    pumping p = {s, w};
+    return read_stepping(fd, buf, cap, rounds, 5, NULL, s ? pump_step : NULL, &p);
 }
 
 static nsv_server *server(int sharded, int *port)
 {
     nsv_server *s = sharded ? nsv_server_new_sharded(2) : nsv_server_new();
-    int lid = nsv_listen(s, "http://127.0.0.1:0", 18);
-    *port = nsv_listener_port(s, lid);
+    http_listen(s, port);
     nsv_route(s, "POST", 4, "/up", 3, 1, NSV_ROUTE_STREAM_BODY);
     nsv_route(s, "POST", 4, "/whole", 6, 2, 0);
     return s;
@@ -116,11 +78,11 @@ static void test_basic(nsv_server *s, int port, const char *what)
 {
     seen w = {0};
     int fd = client(port);
-    sends(fd, "POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhello");
+    sendall(fd, "POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhello");
     ok(pump_until(s, &w, &w.request, 1, 100), "%s: the head arrives before the body is complete", what);
     ok(w.flags & NSV_EVF_STREAM_BODY, "%s: flagged NSV_EVF_STREAM_BODY", what);
     ok(pump_until(s, &w, &w.pieces, 1, 100) && w.len == 5 && !w.eof, "%s: the first 5 bytes come as a BODY", what);
-    sends(fd, "world");
+    sendall(fd, "world");
     ok(pump_until(s, &w, &w.eof, 1, 100), "%s: the last piece has NSV_EVF_EOF", what);
     ok(w.len == 10 && !memcmp(w.body, "helloworld", 10), "%s: the pieces make the body", what);
     is_int(nsv_reply(s, w.conn, 200, NULL, 0, "ok", 2), NSV_OK, "%s: answered after the body", what);
@@ -128,9 +90,9 @@ static void test_basic(nsv_server *s, int port, const char *what)
     read_wait(fd, buf, sizeof buf, s, &w, 40);
     ok(strstr(buf, "200 OK") && !strstr(buf, "Connection: close"), "%s: kept alive", what);
     memset(&w, 0, sizeof w);
-    sends(fd, "POST /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n");
+    sendall(fd, "POST /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n");
     ok(pump_until(s, &w, &w.pieces, 1, 100) && w.len == 3, "%s: chunked: a decoded piece", what);
-    sends(fd, "4\r\ndefg\r\n0\r\n\r\nPOST /whole HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nxy");
+    sendall(fd, "4\r\ndefg\r\n0\r\n\r\nPOST /whole HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nxy");
     ok(pump_until(s, &w, &w.eof, 1, 100) && w.len == 7 && !memcmp(w.body, "abcdefg", 7),
        "%s: chunked: the rest, decoded, then EOF", what);
     nsv_reply(s, w.conn, 200, NULL, 0, "ok", 2);
@@ -146,7 +108,7 @@ static void test_expect(nsv_server *s, int port, const char *what)
     seen w = {0};
     char buf[4096];
     int fd = client(port);
-    sends(fd, "POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+    sendall(fd, "POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
     ok(pump_until(s, &w, &w.request, 1, 100), "%s: expect: head delivered", what);
     is_int(nsv_reply(s, w.conn, 413, NULL, 0, "no", 2), NSV_OK, "%s: answered 413 at once", what);
     read_wait(fd, buf, sizeof buf, s, &w, 40);
@@ -156,11 +118,11 @@ static void test_expect(nsv_server *s, int port, const char *what)
 
     memset(&w, 0, sizeof w);
     fd = client(port);
-    sends(fd, "POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+    sendall(fd, "POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
     ok(pump_until(s, &w, &w.request, 1, 100), "%s: expect: head delivered again", what);
     read_wait(fd, buf, sizeof buf, s, &w, 20);
     ok(strcmp(buf, "HTTP/1.1 100 Continue\r\n\r\n") == 0, "%s: not answered: 100 Continue follows", what);
-    sends(fd, "12345");
+    sendall(fd, "12345");
     ok(pump_until(s, &w, &w.eof, 1, 100) && w.len == 5, "%s: then the body", what);
     nsv_reply(s, w.conn, 200, NULL, 0, NULL, 0);
     close(fd);
@@ -170,13 +132,13 @@ static void test_pause(nsv_server *s, int port, const char *what)
 {
     seen w = {0};
     int fd = client(port);
-    sends(fd, "POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 8\r\n\r\nabcd");
+    sendall(fd, "POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 8\r\n\r\nabcd");
     ok(pump_until(s, &w, &w.pieces, 1, 100), "%s: pause: first piece", what);
     is_int(nsv_pause_read(s, w.conn, 1), NSV_OK, "%s: nsv_pause_read pauses the body", what);
     for (int i = 0; i < 5; i++)
         pump(s, &w, 10); /* let the pause reach a worker */
     int pieces = w.pieces;
-    sends(fd, "efgh");
+    sendall(fd, "efgh");
     for (int i = 0; i < 10; i++)
         pump(s, &w, 10);
     is_int(w.pieces, pieces, "%s: nothing more while paused", what);
@@ -194,7 +156,7 @@ static void test_limits(nsv_server *s, int port, const char *what)
     seen w = {0};
     char buf[4096];
     int fd = client(port);
-    sends(fd, "POST /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+    sendall(fd, "POST /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
     ok(pump_until(s, &w, &w.request, 1, 100), "%s: limit: head delivered", what);
     char chunk[8200];
     int k = snprintf(chunk, sizeof chunk, "2000\r\n");
@@ -209,7 +171,7 @@ static void test_limits(nsv_server *s, int port, const char *what)
 
     memset(&w, 0, sizeof w);
     fd = client(port);
-    sends(fd, "POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nsome");
+    sendall(fd, "POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nsome");
     ok(pump_until(s, &w, &w.pieces, 1, 100), "%s: abort: a first piece", what);
     close(fd);
     ok(pump_until(s, &w, &w.error, 1, 100) && w.error_code == NSV_ECLOSED, "%s: the client left mid-body: ERROR NSV_ECLOSED", what);
@@ -224,7 +186,7 @@ static void test_deadline(void)
     seen w = {0};
     char buf[4096];
     int fd = client(port);
-    sends(fd, "POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nslow");
+    sendall(fd, "POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nslow");
     ok(pump_until(s, &w, &w.pieces, 1, 100), "deadline: a first piece");
     ok(pump_until(s, &w, &w.error, 1, 200) && w.error_code == NSV_ETIMEDOUT, "deadline: ERROR NSV_ETIMEDOUT");
     read_wait(fd, buf, sizeof buf, s, &w, 40);
@@ -272,7 +234,7 @@ static void test_echo(void)
     char hdr[128], rhdr[64];
     snprintf(hdr, sizeof hdr, "PUT /any HTTP/1.1\r\nHost: t\r\nContent-Length: %zu\r\n\r\n", total);
     int rlen = snprintf(rhdr, sizeof rhdr, "Content-Length: %zu\r\n", total);
-    sends(fd, hdr);
+    sendall(fd, hdr);
     char *blk = malloc(65536 + 26);
     for (int i = 0; i < 65536 + 26; i++)
         blk[i] = (char)('a' + i % 26);

@@ -2,28 +2,10 @@
  * (a WebSocket, a request waiting for its reply, a streamed reply, raw TCP
  * both ways) frees all of it: LeakSanitizer checks the ASan build. */
 #include "tap.h"
+#define NSVNET_ARENA (1 << 16)
+#include "nsvnet.h"
 #include <nanosrv.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
-
-static nsv_event evs[64];
-static char arena[1 << 16];
-
-static int client(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-static void sends(int fd, const char *s) { ssize_t w = write(fd, s, strlen(s)); (void)w; }
 
 static int count_type(nsv_server *s, uint32_t type, int want)
 {

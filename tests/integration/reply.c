@@ -4,58 +4,13 @@
  * pipelined request never held back by the next one, and the HANGUP event
  * for a client that ends its side while its request is with the host. */
 #include "tap.h"
+#include "nsvnet.h"
 #include <nanosrv.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #define EV_HANGUP 13 /* NSV_EV_HANGUP */
-
-static nsv_event evs[64];
-static char arena[1 << 20];
-
-static int client(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-static void sends(int fd, const char *s) { ssize_t w = write(fd, s, strlen(s)); (void)w; }
-
-/* Poll (bounded) until an event of `type` arrives; 1 if it did. */
-static int wait_event(nsv_server *s, uint32_t type, nsv_event *out, int tries)
-{
-    for (int t = 0; t < tries; t++) {
-        int n = nsv_poll(s, evs, 64, arena, sizeof arena, 20);
-        for (int i = 0; i < n; i++)
-            if (evs[i].type == type) {
-                *out = evs[i];
-                return 1;
-            }
-    }
-    return 0;
-}
-
-/* The same for an event of one connection. */
-static int wait_conn(nsv_server *s, uint32_t type, uint64_t conn, int tries)
-{
-    for (int t = 0; t < tries; t++) {
-        int n = nsv_poll(s, evs, 64, arena, sizeof arena, 20);
-        for (int i = 0; i < n; i++)
-            if (evs[i].type == type && evs[i].conn == conn)
-                return 1;
-    }
-    return 0;
-}
 
 /* Poll a few times, collecting nothing (lets queued output move). */
 static int spin(nsv_server *s, int times, uint32_t count_type)
@@ -69,24 +24,6 @@ static int spin(nsv_server *s, int times, uint32_t count_type)
     return seen;
 }
 
-/* Read while the server polls (single loop: the server runs in our thread). */
-static int read_polling(nsv_server *s, int fd, char *buf, size_t cap, int rounds)
-{
-    size_t n = 0;
-    for (int i = 0; i < rounds && n < cap - 1; i++) {
-        nsv_poll(s, evs, 64, arena, sizeof arena, 5);
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 5) > 0) {
-            ssize_t r = read(fd, buf + n, cap - 1 - n);
-            if (r <= 0)
-                break;
-            n += (size_t)r;
-        }
-    }
-    buf[n] = 0;
-    return (int)n;
-}
-
 static int count(const char *hay, const char *needle)
 {
     int k = 0;
@@ -98,8 +35,7 @@ static int count(const char *hay, const char *needle)
 static nsv_server *server(int *port)
 {
     nsv_server *s = nsv_server_new();
-    int lid = nsv_listen(s, "http://127.0.0.1:0", 18);
-    *port = nsv_listener_port(s, lid);
+    http_listen(s, port);
     return s;
 }
 
@@ -108,7 +44,7 @@ static int request(nsv_server *s, int port, const char *req, nsv_event *ev)
 {
     int fd = client(port);
     sends(fd, req);
-    if (!wait_event(s, NSV_EV_REQUEST, ev, 100)) {
+    if (!wait_event(s, NSV_EV_REQUEST, ev, 100, 20)) {
         close(fd);
         return -1;
     }
@@ -153,34 +89,34 @@ static void test_complete_framing(void)
            "Content-Length on a 204 is refused");
     is_int(nsv_reply(s, ev.conn, 200, "Content-Length:  5 \r\n", 21, "hello", 5), NSV_OK,
            "a matching Content-Length (with whitespace) is accepted");
-    int n = read_polling(s, fd, buf, sizeof buf, 40);
+    int n = read_polling(s, fd, buf, sizeof buf, 40, 5, NULL);
     ok(n > 0 && count(buf, "Content-Length") == 1, "exactly one Content-Length on the wire");
     ok(strstr(buf, "\r\n\r\nhello") != NULL, "the body follows");
     /* The same connection still works: nothing of the refused replies went out. */
     sends(fd, GET);
-    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100), "keep-alive: the next request arrives");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100, 20), "keep-alive: the next request arrives");
     is_int(nsv_reply(s, ev.conn, 200, NULL, 0, "again", 5), NSV_OK, "and is answered");
-    n = read_polling(s, fd, buf, sizeof buf, 40);
+    n = read_polling(s, fd, buf, sizeof buf, 40, 5, NULL);
     ok(n > 0 && count(buf, "HTTP/1.1") == 1 && strstr(buf, "again"), "one response, no stray bytes before it");
     close(fd);
 
     fd = request(s, port, HEAD, &ev);
     is_int(nsv_reply(s, ev.conn, 200, "Content-Length: 100\r\n", 21, NULL, 0), NSV_OK,
            "HEAD: Content-Length may describe the body not sent");
-    n = read_polling(s, fd, buf, sizeof buf, 40);
+    n = read_polling(s, fd, buf, sizeof buf, 40, 5, NULL);
     ok(strstr(buf, "Content-Length: 100\r\n") && strstr(buf, "\r\n\r\n")[4] == 0, "HEAD: header kept, no body");
     close(fd);
 
     fd = request(s, port, GET, &ev);
     is_int(nsv_reply(s, ev.conn, 304, "Content-Length: 100\r\nETag: \"x\"\r\n", 32, NULL, 0), NSV_OK,
            "304: Content-Length may describe the representation");
-    n = read_polling(s, fd, buf, sizeof buf, 40);
+    n = read_polling(s, fd, buf, sizeof buf, 40, 5, NULL);
     ok(strstr(buf, "HTTP/1.1 304") && count(buf, "Content-Length") == 1, "304 keeps the host's Content-Length only");
     close(fd);
 
     fd = request(s, port, GET, &ev);
     is_int(nsv_reply(s, ev.conn, 304, NULL, 0, NULL, 0), NSV_OK, "304 without headers");
-    n = read_polling(s, fd, buf, sizeof buf, 40);
+    n = read_polling(s, fd, buf, sizeof buf, 40, 5, NULL);
     ok(strstr(buf, "HTTP/1.1 304") && !strstr(buf, "Content-Length"), "304: no Content-Length added");
     close(fd);
     nsv_server_free(s);
@@ -201,7 +137,7 @@ static void test_interim(void)
     is_int(nsv_reply(s, ev.conn, 99, NULL, 0, NULL, 0), NSV_EINVAL, "status 99 is refused");
     is_int(nsv_reply(s, ev.conn, 1000, NULL, 0, NULL, 0), NSV_EINVAL, "status 1000 is refused");
     is_int(nsv_reply(s, ev.conn, 200, NULL, 0, "fine", 4), NSV_OK, "the request can still be answered");
-    read_polling(s, fd, buf, sizeof buf, 40);
+    read_polling(s, fd, buf, sizeof buf, 40, 5, NULL);
     ok(strncmp(buf, "HTTP/1.1 200 OK\r\n", 17) == 0 && count(buf, "HTTP/1.1") == 1, "only the 200 went out");
     close(fd);
     nsv_server_free(s);
@@ -242,7 +178,7 @@ static void test_header_bytes(void)
     ok(detail_has(s, "headers:"), "details start with what was checked");
     is_int(nsv_reply(s, ev.conn, 200, "X-A: a\tb \xc3\xa9\r\nX-!#$%&'*+-.^_`|~: ok\r\n", 36, "y", 1), NSV_OK,
            "HTAB, obs-text and every token character are accepted");
-    read_polling(s, fd, buf, sizeof buf, 40);
+    read_polling(s, fd, buf, sizeof buf, 40, 5, NULL);
     ok(strstr(buf, "X-A: a\tb \xc3\xa9\r\n") != NULL, "sent as given");
     close(fd);
     unsigned char v[] = "X-A: v\r\n";
@@ -278,19 +214,19 @@ static void test_streams(void)
     ok(detail_has(s, "Content-Length"), "the detail says so");
     is_int(nsv_send_chunk(s, ev.conn, "world", 5), NSV_OK, "5 more fit");
     is_int(nsv_reply_end(s, ev.conn), NSV_OK, "end");
-    read_polling(s, fd, buf, sizeof buf, 40);
+    read_polling(s, fd, buf, sizeof buf, 40, 5, NULL);
     ok(!strstr(buf, "Transfer-Encoding") && strstr(buf, "\r\n\r\nhelloworld") && !strstr(buf, "0\r\n\r\n"),
        "raw body, no chunk framing");
     ok(!strstr(buf, "Connection: close"), "the connection is kept");
     sends(fd, GET);
-    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100), "the next request on it arrives");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100, 20), "the next request on it arrives");
     /* Ended short: the connection closes, so the client sees a short body. */
     is_int(nsv_reply_start(s, ev.conn, 200, "Content-Length: 10\r\n", 20), NSV_OK, "another fixed stream");
     is_int(nsv_send_chunk(s, ev.conn, "abc", 3), NSV_OK, "3 bytes");
     is_int(nsv_reply_end(s, ev.conn), NSV_EINVAL, "ending 7 bytes short is an error");
     ok(detail_has(s, "7 bytes short"), "the detail counts the missing bytes");
     is_int(nsv_send_chunk(s, ev.conn, "x", 1), NSV_ESTATE, "the stream is over");
-    int n = read_polling(s, fd, buf, sizeof buf, 40);
+    int n = read_polling(s, fd, buf, sizeof buf, 40, 5, NULL);
     ok(n > 0 && strstr(buf, "\r\n\r\nabc") != NULL, "the 3 bytes went out");
     char tail[16];
     struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -312,7 +248,7 @@ static void test_streams(void)
            "stream with the host's own Transfer-Encoding: chunked");
     nsv_send_chunk(s, ev.conn, "abc", 3);
     nsv_reply_end(s, ev.conn);
-    read_polling(s, fd, buf, sizeof buf, 40);
+    read_polling(s, fd, buf, sizeof buf, 40, 5, NULL);
     ok(count(buf, "Transfer-Encoding") == 1 && strstr(buf, "3\r\nabc\r\n0\r\n\r\n"), "one TE line, chunked body");
     close(fd);
 
@@ -321,7 +257,7 @@ static void test_streams(void)
     is_int(nsv_reply_start(s, ev.conn, 200, "Transfer-Encoding: chunked\r\nX-B: 1\r\n", 36), NSV_OK, "HTTP/1.0 stream");
     nsv_send_chunk(s, ev.conn, "abc", 3);
     nsv_reply_end(s, ev.conn);
-    read_polling(s, fd, buf, sizeof buf, 40);
+    read_polling(s, fd, buf, sizeof buf, 40, 5, NULL);
     ok(!strstr(buf, "Transfer-Encoding") && strstr(buf, "X-B: 1\r\n") && strstr(buf, "\r\n\r\nabc"),
        "HTTP/1.0: no Transfer-Encoding on the wire, other headers kept, raw body");
     ok(strstr(buf, "Connection: close") != NULL, "HTTP/1.0: the close ends the body");
@@ -331,11 +267,11 @@ static void test_streams(void)
     is_int(nsv_reply_start(s, ev.conn, 204, NULL, 0), NSV_OK, "a 204 stream");
     is_int(nsv_send_chunk(s, ev.conn, "abc", 3), NSV_EINVAL, "a body chunk on a 204 is refused");
     is_int(nsv_reply_end(s, ev.conn), NSV_OK, "ends");
-    read_polling(s, fd, buf, sizeof buf, 40);
+    read_polling(s, fd, buf, sizeof buf, 40, 5, NULL);
     ok(strstr(buf, "HTTP/1.1 204") && !strstr(buf, "Transfer-Encoding") && !strstr(buf, "0\r\n\r\n"),
        "204: no framing, no terminator");
     sends(fd, GET);
-    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100), "and the connection goes on");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100, 20), "and the connection goes on");
     nsv_reply(s, ev.conn, 200, NULL, 0, NULL, 0);
     close(fd);
 
@@ -343,7 +279,7 @@ static void test_streams(void)
     is_int(nsv_reply_start(s, ev.conn, 200, "Content-Length: 100\r\n", 21), NSV_OK, "HEAD stream with Content-Length");
     is_int(nsv_send_chunk(s, ev.conn, "abc", 3), NSV_OK, "chunks of a HEAD reply are counted, not sent");
     is_int(nsv_reply_end(s, ev.conn), NSV_OK, "end without the declared bytes is fine for HEAD");
-    read_polling(s, fd, buf, sizeof buf, 40);
+    read_polling(s, fd, buf, sizeof buf, 40, 5, NULL);
     ok(strstr(buf, "Content-Length: 100") && strstr(buf, "\r\n\r\n")[4] == 0, "HEAD: no body bytes");
     close(fd);
     nsv_server_free(s);
@@ -356,7 +292,7 @@ static void test_pipeline_hold(nsv_server *s, int port, const char *what)
     nsv_event ev;
     int fd = client(port);
     sends(fd, "GET /one HTTP/1.1\r\nHost: t\r\n\r\nGET /two HTTP/1.1\r\nHost: t\r\n\r\n");
-    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100) && ev.path_len == 4, "%s: /one arrives", what);
+    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100, 20) && ev.path_len == 4, "%s: /one arrives", what);
     is_int(nsv_reply(s, ev.conn, 200, NULL, 0, "one", 3), NSV_OK, "%s: /one answered", what);
     /* Keep polling, never answering /two. */
     int got = 0;
@@ -377,7 +313,7 @@ static void test_pipeline_hold(nsv_server *s, int port, const char *what)
     ok(strstr(buf, "\r\n\r\none") != NULL, "%s: the answer to /one arrives while /two is pending", what);
     ok(ev.path_len == 4 && !memcmp(arena + ev.path_off, "/two", 4), "%s: /two is with the host", what);
     is_int(nsv_reply(s, ev.conn, 200, NULL, 0, "two", 3), NSV_OK, "%s: /two answered", what);
-    got = read_polling(s, fd, buf, sizeof buf, 40);
+    got = read_polling(s, fd, buf, sizeof buf, 40, 5, NULL);
     ok(strstr(buf, "\r\n\r\ntwo") != NULL, "%s: then its answer follows", what);
     close(fd);
 }
@@ -402,7 +338,7 @@ static void test_pipeline_order(nsv_server *s, int port)
             }
     }
     is_int(answered, 16, "16 pipelined requests delivered one at a time");
-    read_polling(s, fd, buf, sizeof buf, 60);
+    read_polling(s, fd, buf, sizeof buf, 60, 5, NULL);
     int in_order = 1;
     const char *p = buf;
     for (int i = 0; i < 16; i++) {
@@ -450,7 +386,7 @@ static void test_sharded_framing(void)
     ok(detail_has(s, "0x01"), "sharded: with the detail in the calling thread");
     is_int(nsv_reply(s, ev.conn, 200, "Content-Length: 9\r\n", 19, "x", 1), NSV_OK,
            "sharded: a Content-Length mismatch is accepted by the calling thread");
-    ok(wait_conn(s, NSV_EV_ERROR, ev.conn, 100), "then an ERROR event for the connection");
+    ok(wait_conn(s, NSV_EV_ERROR, ev.conn, 100, 20), "then an ERROR event for the connection");
     int n = 0;
     struct pollfd p = {.fd = fd, .events = POLLIN};
     for (int i = 0; i < 100 && poll(&p, 1, 20) >= 0; i++) {
@@ -510,27 +446,27 @@ static void test_hangup(void)
     char buf[4096];
     int fd = request(s, port, GET, &ev);
     close(fd);
-    ok(wait_event(s, EV_HANGUP, &hup, 100), "client closed while its request is pending: HANGUP");
+    ok(wait_event(s, EV_HANGUP, &hup, 100, 20), "client closed while its request is pending: HANGUP");
     ok(hup.conn == ev.conn, "for that connection");
     nsv_reply(s, ev.conn, 200, NULL, 0, "late", 4);
-    ok(wait_conn(s, NSV_EV_CLOSE, ev.conn, 200), "a late reply ends in CLOSE");
+    ok(wait_conn(s, NSV_EV_CLOSE, ev.conn, 200, 20), "a late reply ends in CLOSE");
 
     fd = request(s, port, GET, &ev);
     shutdown(fd, SHUT_WR);
-    ok(wait_event(s, EV_HANGUP, &hup, 100) && hup.conn == ev.conn, "half-close while pending: HANGUP");
+    ok(wait_event(s, EV_HANGUP, &hup, 100, 20) && hup.conn == ev.conn, "half-close while pending: HANGUP");
     is_int(nsv_reply(s, ev.conn, 200, NULL, 0, "still", 5), NSV_OK, "the reply is still accepted");
-    read_polling(s, fd, buf, sizeof buf, 40);
+    read_polling(s, fd, buf, sizeof buf, 40, 5, NULL);
     ok(strstr(buf, "\r\n\r\nstill") != NULL, "and a half-closed client gets it");
     close(fd);
 
     fd = request(s, port, GET, &ev);
     is_int(nsv_reply_start(s, ev.conn, 200, NULL, 0), NSV_OK, "a stream starts");
     nsv_send_chunk(s, ev.conn, "tick", 4);
-    read_polling(s, fd, buf, sizeof buf, 20);
+    read_polling(s, fd, buf, sizeof buf, 20, 5, NULL);
     close(fd);
-    ok(wait_event(s, EV_HANGUP, &hup, 100) && hup.conn == ev.conn, "client gone during a stream: HANGUP");
+    ok(wait_event(s, EV_HANGUP, &hup, 100, 20) && hup.conn == ev.conn, "client gone during a stream: HANGUP");
     is_int(nsv_send_chunk(s, ev.conn, "tock", 4), NSV_OK, "the stream may go on until a write fails");
-    ok(wait_conn(s, NSV_EV_CLOSE, ev.conn, 200), "which ends it with CLOSE");
+    ok(wait_conn(s, NSV_EV_CLOSE, ev.conn, 200, 20), "which ends it with CLOSE");
 
     /* A client that closes with unread bytes resets: CLOSE at once. */
     fd = request(s, port, GET, &ev);
@@ -538,7 +474,7 @@ static void test_hangup(void)
     nsv_send_chunk(s, ev.conn, "tick", 4);
     spin(s, 5, 0);
     close(fd);
-    ok(wait_conn(s, NSV_EV_CLOSE, ev.conn, 100), "a reset during a stream: CLOSE");
+    ok(wait_conn(s, NSV_EV_CLOSE, ev.conn, 100, 20), "a reset during a stream: CLOSE");
     is_int(nsv_send_chunk(s, ev.conn, "tock", 4), NSV_ESTALE, "and the id is stale");
 
     /* Not reading it: a pipelining client whose input filled its buffer. */
@@ -546,7 +482,7 @@ static void test_hangup(void)
     char big[8192];
     memset(big, 'a', sizeof big);
     sends(fd, GET);
-    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100), "first request with the host");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100, 20), "first request with the host");
     int hdr = snprintf(buf, sizeof buf, "POST /p HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n", 200000);
     /* More than the server buffers (64 KiB) while a request is pending, less
      * than that plus the socket's receive buffer, so the FIN gets there. */
@@ -563,28 +499,28 @@ static void test_hangup(void)
         }
     }
     shutdown(fd, SHUT_WR);
-    ok(wait_event(s, EV_HANGUP, &hup, 100) && hup.conn == ev.conn,
+    ok(wait_event(s, EV_HANGUP, &hup, 100, 20) && hup.conn == ev.conn,
        "EOF behind a full input buffer is still noticed (%zu bytes sent)", sent);
     close(fd);
 
     /* Pipelined request delivered after the client's EOF: flag, no HANGUP. */
     fd = client(port);
     sends(fd, "GET /a HTTP/1.1\r\nHost: t\r\n\r\nGET /b HTTP/1.1\r\nHost: t\r\n\r\n");
-    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100), "/a arrives");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100, 20), "/a arrives");
     shutdown(fd, SHUT_WR);
-    ok(wait_event(s, EV_HANGUP, &hup, 100), "HANGUP for /a");
+    ok(wait_event(s, EV_HANGUP, &hup, 100, 20), "HANGUP for /a");
     nsv_reply(s, ev.conn, 200, NULL, 0, "a", 1);
-    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100) && (ev.flags & NSV_EVF_EOF), "/b arrives flagged NSV_EVF_EOF");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100, 20) && (ev.flags & NSV_EVF_EOF), "/b arrives flagged NSV_EVF_EOF");
     is_int(spin(s, 5, EV_HANGUP), 0, "no second HANGUP");
     nsv_reply(s, ev.conn, 200, NULL, 0, "b", 1);
-    read_polling(s, fd, buf, sizeof buf, 40);
+    read_polling(s, fd, buf, sizeof buf, 40, 5, NULL);
     ok(strstr(buf, "\r\n\r\na") && strstr(buf, "\r\n\r\nb"), "both answers reach the half-closed client");
     close(fd);
 
     /* Answered and idle: an EOF then is no HANGUP. */
     fd = request(s, port, GET, &ev);
     nsv_reply(s, ev.conn, 200, NULL, 0, NULL, 0);
-    read_polling(s, fd, buf, sizeof buf, 20);
+    read_polling(s, fd, buf, sizeof buf, 20, 5, NULL);
     close(fd);
     is_int(spin(s, 10, EV_HANGUP), 0, "an idle keep-alive client that leaves gets no HANGUP");
     nsv_server_free(s);

@@ -3,49 +3,17 @@
  * connection must close with a CLOSE event, not keep the loop spinning until
  * the idle timeout. Raw TCP and WebSocket (HTTP is in reply.c). */
 #include "tap.h"
+#define NSVNET_ARENA (1 << 16)
+#include "nsvnet.h"
 #include <nanosrv.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
-
-static nsv_event evs[64];
-static char arena[1 << 16];
-
-static int client(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
 
 /* Poll until an event of type (with flag bits, if any) comes; its conn id. */
 static uint64_t wait_for(nsv_server *s, uint32_t type, uint32_t flags)
 {
-    for (int t = 0; t < 100; t++) {
-        int n = nsv_poll(s, evs, 64, arena, sizeof arena, 20);
-        for (int i = 0; i < n; i++)
-            if (evs[i].type == type && (evs[i].flags & flags) == flags)
-                return evs[i].conn;
-    }
-    return 0;
-}
-
-static int closes(nsv_server *s, uint64_t conn)
-{
-    for (int t = 0; t < 100; t++) {
-        int n = nsv_poll(s, evs, 64, arena, sizeof arena, 20);
-        for (int i = 0; i < n; i++)
-            if (evs[i].type == NSV_EV_CLOSE && evs[i].conn == conn)
-                return 1;
-    }
-    return 0;
+    nsv_event e;
+    return wait_match(s, type, NULL, flags, &e, 100, 20) ? e.conn : 0;
 }
 
 static int tcp_port, http_port;
@@ -67,7 +35,7 @@ static void raw_tcp(nsv_server *s, const char *what)
     close(fd); /* FIN: the host hears EOF and may still send */
     ok(wait_for(s, NSV_EV_TCP_DATA, NSV_EVF_EOF) == id, "%s: EOF seen", what);
     is_int(nsv_send(s, id, "late", 4), NSV_OK, "%s: the host sends after it", what);
-    ok(closes(s, id), "%s: the peer's reset closes the connection", what);
+    ok(wait_conn(s, NSV_EV_CLOSE, id, 100, 20), "%s: the peer's reset closes the connection", what);
 }
 
 static void websocket(nsv_server *s, const char *what)
@@ -86,7 +54,7 @@ static void websocket(nsv_server *s, const char *what)
     ssize_t r = read(fd, buf, sizeof buf); /* the 101 */
     ok(r > 12 && !memcmp(buf, "HTTP/1.1 101", 12), "%s: 101 read", what);
     close(fd);
-    ok(closes(s, id), "%s: a WebSocket that drops without a close frame closes", what);
+    ok(wait_conn(s, NSV_EV_CLOSE, id, 100, 20), "%s: a WebSocket that drops without a close frame closes", what);
 }
 
 int main(void)

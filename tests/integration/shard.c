@@ -2,9 +2,9 @@
  * replying at once, stale ids across workers, per-worker poll, the pipe fd,
  * drain under load with no request lost, and 10,000 connections. */
 #include "tap.h"
+#define NSVNET_NO_BUFFERS
+#include "nsvnet.h"
 #include <nanosrv.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <dirent.h>
 #include <poll.h>
 #include <signal.h>
@@ -12,26 +12,7 @@
 #include <stdlib.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <sys/socket.h>
 #include <unistd.h>
-
-static int port_of(nsv_server *s, int *lid)
-{
-    *lid = nsv_listen(s, "http://127.0.0.1:0", 18);
-    return nsv_listener_port(s, *lid);
-}
-
-static int client(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
 
 /* Read until `count` complete "\r\n\r\n"+Content-Length responses or timeout. */
 static int read_responses(int fd, int count, int ms)
@@ -83,7 +64,8 @@ static void test_threads(void)
     S = nsv_server_new_sharded(2);
     ok(S != NULL, "sharded server with 2 workers");
     is_int(nsv_get_int(S, NSV_OPT_WORKERS), 2, "worker count");
-    int lid, port = port_of(S, &lid);
+    int port;
+    http_listen(S, &port);
     ok(port > 0, "listening");
     pthread_t th[4];
     for (int i = 0; i < 4; i++)
@@ -152,7 +134,8 @@ static void test_threads(void)
 static void test_fd_and_worker_poll(void)
 {
     nsv_server *s = nsv_server_new_sharded(2);
-    int lid, port = port_of(s, &lid);
+    int port;
+    http_listen(s, &port);
     int fd = nsv_fd(s);
     ok(fd >= 0, "sharded nsv_fd is a descriptor");
     static nsv_event evs[64];
@@ -309,7 +292,8 @@ static void *loader(void *arg)
 static void test_drain(void)
 {
     nsv_server *s = nsv_server_new_sharded(2);
-    int lid, port = port_of(s, &lid);
+    int port;
+    http_listen(s, &port);
     static nsv_event evs[256];
     static char arena[1 << 20];
     load L[4];
@@ -345,7 +329,8 @@ static void test_drain(void)
 static void test_many_conns(void)
 {
     nsv_server *s = nsv_server_new_sharded(2);
-    int lid, port = port_of(s, &lid);
+    int port;
+    http_listen(s, &port);
     static nsv_event evs[256];
     static char arena[1 << 20];
     int done = 0, fails = 0;

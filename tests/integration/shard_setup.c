@@ -5,20 +5,16 @@
  * setup call racing the first poll from another thread either lands before
  * the workers start or is refused (run under ThreadSanitizer too). */
 #include "tap.h"
+#define NSVNET_EVS 256
+#include "nsvnet.h"
 #include <nanosrv.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #define S(x) x, sizeof(x) - 1
-
-static nsv_event evs[256];
-static char arena[1 << 20];
 
 static int detail_has(nsv_server *s, const char *a, const char *b)
 {
@@ -27,18 +23,6 @@ static int detail_has(nsv_server *s, const char *a, const char *b)
     if (!r)
         diag("detail: '%s' (wanted '%s'%s%s)", d ? d : "(null)", a, b ? " and " : "", b ? b : "");
     return r;
-}
-
-static int client(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
 }
 
 /* Sends `GET path`, polls and answers with the route id, returns it (or -99). */

@@ -3,64 +3,14 @@
  * invalid handshake is answered with 400 or 426 and the call returns
  * NSV_EPARSE; a valid one gets 101 and NSV_OK. */
 #include "tap.h"
+#define NSVNET_ARENA (1 << 16)
+#include "nsvnet.h"
 #include <nanosrv.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
-
-static nsv_event evs[64];
-static char arena[1 << 16];
-
-static int client(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* Poll the server until a REQUEST event arrives (bounded). */
-static int wait_request(nsv_server *s, nsv_event *out)
-{
-    for (int tries = 0; tries < 300; tries++) {
-        int n = nsv_poll(s, evs, 64, arena, sizeof arena, 10);
-        for (int k = 0; k < n; k++)
-            if (evs[k].type == NSV_EV_REQUEST) {
-                *out = evs[k];
-                return 1;
-            }
-    }
-    return 0;
-}
-
-/* Read the response head from fd, polling the server meanwhile (a single
- * loop sends only while it is polled). */
-static size_t read_head(nsv_server *s, int fd, char *buf, size_t cap)
-{
-    size_t n = 0;
-    buf[0] = 0;
-    for (int tries = 0; tries < 300 && !strstr(buf, "\r\n\r\n"); tries++) {
-        nsv_poll(s, evs, 64, arena, sizeof arena, 5);
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 5) != 1)
-            continue;
-        ssize_t r = read(fd, buf + n, cap - n - 1);
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-        buf[n] = 0;
-    }
-    return n;
-}
 
 static const char *const REQ_NO_KEY =
     "GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -84,7 +34,7 @@ static void one(nsv_server *s, int port, const char *kind, const char *what, con
     ssize_t w = write(fd, req, strlen(req));
     (void)w;
     nsv_event ev;
-    int got = wait_request(s, &ev);
+    int got = wait_event(s, NSV_EV_REQUEST, &ev, 300, 10);
     ok(got && (ev.flags & NSV_EVF_UPGRADE), "%s, %s: request with NSV_EVF_UPGRADE", kind, what);
     if (!got) {
         close(fd);
@@ -106,7 +56,7 @@ static void one(nsv_server *s, int port, const char *kind, const char *what, con
         ok(r == NSV_ESTATE || r == NSV_ESTALE, "%s, %s: no WebSocket (%s)", kind, what, nsv_errname(r));
     }
     char buf[4096];
-    read_head(s, fd, buf, sizeof buf);
+    read_polling(s, fd, buf, sizeof buf, 300, 5, "\r\n\r\n");
     ok(strncmp(buf, want_status, strlen(want_status)) == 0, "%s, %s: answered '%s'", kind, what, want_status);
     if (want_header)
         ok(strstr(buf, want_header) != NULL, "%s, %s: answer has '%s'", kind, what, want_header);

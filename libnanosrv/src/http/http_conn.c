@@ -68,8 +68,15 @@ static int auto_404(nsv__loop *l, nsv__conn *c)
 }
 
 /* Serialize one request into the event queue. */
+/* A route match made for this request earlier in the same pass. */
+typedef struct route_match {
+    int valid;
+    int32_t route;
+    uint32_t np, rflags;
+} route_match;
+
 static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const nsv__request *parsed,
-                        const char *body, size_t blen, int stream)
+                        const char *body, size_t blen, int stream, const route_match *m)
 {
     nsv_server *s = l->srv;
     nsv__request r;
@@ -80,7 +87,9 @@ static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const nsv_
         return nsv__error_reply(l, c, 400), H_ERROR;
     uint32_t np = 0, rflags = 0;
     int32_t route = -1;
-    if (s->router)
+    if (parsed && m && m->valid) /* matched while deciding how the body comes */
+        route = m->route, np = m->np, rflags = m->rflags;
+    else if (s->router)
         route = nsv__router_match(s->router, r.method, r.method_len, r.path, r.path_len,
                                   l->http->params, NSV__MAX_PARAMS, &np, &rflags);
     c->route = route;
@@ -212,7 +221,7 @@ static int start_request(nsv__loop *l, nsv__conn *c, const char *data, size_t le
 
 /* Whether this request's body goes to the host in pieces: the option, or
  * the route's flag (matched here only on servers that have such routes). */
-static int stream_wanted(nsv__loop *l, const nsv__request *r)
+static int stream_wanted(nsv__loop *l, const nsv__request *r, route_match *m)
 {
     nsv_server *s = l->srv;
     if (r->flags & NSV__RF_UPGRADE_WS)
@@ -221,18 +230,18 @@ static int stream_wanted(nsv__loop *l, const nsv__request *r)
         return 1;
     if (!s->stream_routes || !s->router)
         return 0;
-    uint32_t np = 0, rflags = 0;
-    int32_t route = nsv__router_match(s->router, r->method, r->method_len, r->path, r->path_len,
-                                      l->http->params, NSV__MAX_PARAMS, &np, &rflags);
-    return route >= 0 && (rflags & NSV_ROUTE_STREAM_BODY);
+    m->route = nsv__router_match(s->router, r->method, r->method_len, r->path, r->path_len,
+                                 l->http->params, NSV__MAX_PARAMS, &m->np, &m->rflags);
+    m->valid = 1;
+    return m->route >= 0 && (m->rflags & NSV_ROUTE_STREAM_BODY);
 }
 
 /* Deliver the head now; the body follows in BODY events (body.c). */
 static int emit_streaming(nsv__loop *l, nsv__conn *c, const char *data, const nsv__request *r,
-                          int expect, size_t *consumed)
+                          const route_match *m, int expect, size_t *consumed)
 {
     int64_t cl = c->body_need; /* -1: chunked */
-    int rc = emit_request(l, c, data, r, NULL, 0, 1);
+    int rc = emit_request(l, c, data, r, NULL, 0, 1, m);
     *consumed = c->head_len;
     if (rc != H_DONE)
         return rc;
@@ -258,6 +267,7 @@ static int handle(nsv__loop *l, nsv__conn *c, char *data, size_t len, size_t *co
         c->deadline = l->now + s->request_timeout_ms;
     }
     nsv__request req, *parsed = NULL;
+    route_match m = {0};
     if (c->head_len == 0) {
         /* A head only completes at a line end: re-parse only when new bytes
          * hold one, so a byte-at-a-time sender costs linear, not quadratic. */
@@ -273,8 +283,8 @@ static int handle(nsv__loop *l, nsv__conn *c, char *data, size_t len, size_t *co
         /* No body byte yet: a client that sent Expect: 100-continue waits for it. */
         int expect = (req.flags & NSV__RF_EXPECT_CONTINUE) && !c->http10 && c->body_need != 0 &&
                      len == c->head_len;
-        if (c->body_need != 0 && (s->stream_body || s->stream_routes) && stream_wanted(l, &req))
-            return emit_streaming(l, c, data, &req, expect, consumed);
+        if (c->body_need != 0 && (s->stream_body || s->stream_routes) && stream_wanted(l, &req, &m))
+            return emit_streaming(l, c, data, &req, &m, expect, consumed);
         if (expect)
             send_continue(l, c);
     }
@@ -282,7 +292,7 @@ static int handle(nsv__loop *l, nsv__conn *c, char *data, size_t len, size_t *co
         size_t total = c->head_len + (size_t)c->body_need;
         if (len < total)
             return H_MORE;
-        int r = emit_request(l, c, data, parsed, data + c->head_len, (size_t)c->body_need, 0);
+        int r = emit_request(l, c, data, parsed, data + c->head_len, (size_t)c->body_need, 0, &m);
         *consumed = total;
         if (r == H_DONE)
             request_reset(c);
@@ -300,7 +310,7 @@ static int handle(nsv__loop *l, nsv__conn *c, char *data, size_t len, size_t *co
     if (r == 0)
         return H_MORE;
     *consumed = c->raw_off;
-    r = emit_request(l, c, data, parsed, data + c->head_len, c->body_len, 0);
+    r = emit_request(l, c, data, parsed, data + c->head_len, c->body_len, 0, &m);
     if (r == H_DONE)
         request_reset(c);
     return r;

@@ -83,14 +83,6 @@ int64_t nsv_cookie_parse(const char *hdr, size_t len, uint32_t *pairs, size_t ma
 
 /* ---- Set-Cookie ---- */
 
-/* RFC 7230 tchar (the token of RFC 6265's cookie-name). */
-static int is_tchar(unsigned char c)
-{
-    if ((c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z'))
-        return 1;
-    return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
 /* RFC 6265 cookie-octet: %x21 / %x23-2B / %x2D-3A / %x3C-5B / %x5D-7E. */
 static int is_cookie_octet(unsigned char c)
 {
@@ -193,7 +185,7 @@ static int check_args(const char *name, size_t nlen, const char *value, size_t v
         return nsv__set_detail(NULL, NSV_EINVAL, "nsv_set_cookie: the name is empty");
     const unsigned char *s = (const unsigned char *)name;
     for (size_t i = 0; i < nlen; i++)
-        if (!is_tchar(s[i]))
+        if (!nsv__is_tchar(s[i]))
             return bad("name", i, s[i], "is not a token character (RFC 6265 cookie-name)");
     s = (const unsigned char *)value;
     size_t va = 0, vb = vlen;

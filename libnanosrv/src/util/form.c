@@ -16,16 +16,6 @@
 /* 1 for the bytes that end a plain run: '&', '=', '+', '%'. */
 static const unsigned char special[256] = {['&'] = 1, ['='] = 1, ['+'] = 1, ['%'] = 1};
 
-static int hexv(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c |= 0x20;
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 /* Decodes s[i..) up to the first stop byte ('&', or also '=' when eq) into
  * o (when o is not NULL). Returns the decoded length; *end is where the
  * scan stopped. */
@@ -49,7 +39,7 @@ static size_t decode_part(const unsigned char *s, size_t i, size_t len, int eq, 
         if (c == '&' || (c == '=' && eq))
             break;
         if (c == '%' && len - i >= 3) {
-            int h = hexv(s[i + 1]), l = hexv(s[i + 2]);
+            int h = nsv__hexval(s[i + 1]), l = nsv__hexval(s[i + 2]);
             if (h >= 0 && l >= 0) {
                 if (o)
                     o[n] = (char)(h << 4 | l);

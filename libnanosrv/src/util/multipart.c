@@ -46,28 +46,12 @@ struct nsv_multipart {
 
 /* ---- characters ---- */
 
-static int is_tchar(unsigned char c)
-{
-    /* RFC 9110 token: letters, digits and !#$%&'*+-.^_`|~ */
-    static const char extra[] = "!#$%&'*+-.^_`|~";
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           (c && memchr(extra, c, sizeof extra - 1));
-}
-
 static int is_bchar(unsigned char c)
 {
     /* RFC 2046 bchars: digits, letters, '()+_,-./:=? and space */
     static const char extra[] = "'()+_,-./:=? ";
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
            (c && memchr(extra, c, sizeof extra - 1));
-}
-
-static int hexv(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = (unsigned char)nsv__lower(c);
-    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
 /* Checks a boundary: 1-70 bchars, not ending in a space. NULL when good,
@@ -122,7 +106,7 @@ static int next_param(const char *v, size_t n, size_t *i, param *p, const char *
     }
     j = skip_ows(v, n, j + 1);
     p->name = j;
-    while (j < n && is_tchar((unsigned char)v[j]))
+    while (j < n && nsv__is_tchar((unsigned char)v[j]))
         j++;
     p->nlen = j - p->name;
     if (p->nlen == 0) {
@@ -154,7 +138,7 @@ static int next_param(const char *v, size_t n, size_t *i, param *p, const char *
     } else {
         p->quoted = 0;
         p->val = j;
-        while (j < n && is_tchar((unsigned char)v[j]))
+        while (j < n && nsv__is_tchar((unsigned char)v[j]))
             j++;
         p->vlen = j - p->val;
         if (p->vlen == 0) {
@@ -183,7 +167,7 @@ int nsv_multipart_boundary(const char *ct, size_t len, uint32_t *off, uint32_t *
     if (len > UINT32_MAX)
         return nsv__set_detail(NULL, NSV_EINVAL, "nsv_multipart_boundary: len %zu is over 4294967295", len);
     size_t i = skip_ows(ct, len, 0), t = i;
-    while (i < len && (is_tchar((unsigned char)ct[i]) || ct[i] == '/'))
+    while (i < len && (nsv__is_tchar((unsigned char)ct[i]) || ct[i] == '/'))
         i++;
     static const char mt[] = "multipart/form-data";
     if (i - t != sizeof mt - 1 || !nsv__strncaseeq(ct + t, mt, sizeof mt - 1))
@@ -489,7 +473,7 @@ static int64_t ext_decode(const char *s, size_t n, char *dst, const char **why, 
     for (size_t i = (size_t)(q2 + 1 - s); i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c == '%') {
-            int h = i + 2 < n ? hexv((unsigned char)s[i + 1]) : -1, l = h >= 0 ? hexv((unsigned char)s[i + 2]) : -1;
+            int h = i + 2 < n ? nsv__hexval((unsigned char)s[i + 1]) : -1, l = h >= 0 ? nsv__hexval((unsigned char)s[i + 2]) : -1;
             if (l < 0) {
                 *at = i;
                 *why = "filename* has a '%' not followed by two hex digits";
@@ -497,7 +481,7 @@ static int64_t ext_decode(const char *s, size_t n, char *dst, const char **why, 
             }
             c = (unsigned char)(h << 4 | l);
             i += 2;
-        } else if (!(is_tchar(c) && c != '*' && c != '\'' && c != '%')) {
+        } else if (!(nsv__is_tchar(c) && c != '*' && c != '\'' && c != '%')) {
             *at = i;
             *why = "filename* has a byte that must be percent-encoded";
             return -1;
@@ -527,7 +511,7 @@ static int header_line(nsv_multipart *mp, block *bl, size_t ls, size_t le)
                     mp->parts - 1);
     size_t c = ls;
     while (c < le && h[c] != ':') {
-        if (!is_tchar((unsigned char)h[c]))
+        if (!nsv__is_tchar((unsigned char)h[c]))
             return fail(mp, base + c, "header name has byte 0x%02x; names are tokens (part %u)",
                         (unsigned char)h[c], mp->parts - 1);
         c++;
@@ -580,7 +564,7 @@ static int parse_block(nsv_multipart *mp, block *bl, size_t end)
         return fail(mp, base, "part %u has no Content-Disposition header", part);
     const char *v = h + bl->cd;
     size_t n = bl->cdlen, i = 0;
-    while (i < n && is_tchar((unsigned char)v[i]))
+    while (i < n && nsv__is_tchar((unsigned char)v[i]))
         i++;
     if (i != 9 || !nsv__strncaseeq(v, "form-data", 9))
         return fail(mp, base + bl->cd, "Content-Disposition of part %u is '%.*s', not form-data", part,

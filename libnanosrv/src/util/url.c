@@ -10,16 +10,6 @@ static int is_unreserved(unsigned char c)
            c == '-' || c == '.' || c == '_' || c == '~';
 }
 
-static int hex_val(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = (unsigned char)nsv__lower(c);
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 /* NULL buffers with a length: the detail names the argument. */
 static int64_t null_arg(const char *fn, const char *src, size_t len, const char *dst, size_t cap)
 {
@@ -66,7 +56,7 @@ int64_t nsv_url_decode(const char *src, size_t len, char *dst, size_t cap, int f
     for (size_t i = 0; i < len; i++, need++) {
         if (s[i] != '%')
             continue;
-        if (i + 2 >= len || hex_val(s[i + 1]) < 0 || hex_val(s[i + 2]) < 0)
+        if (i + 2 >= len || nsv__hexval(s[i + 1]) < 0 || nsv__hexval(s[i + 2]) < 0)
             return nsv__set_detail(NULL, NSV_EPARSE, "nsv_url_decode: '%%' at byte %zu is not followed "
                                    "by two hex digits", i);
         i += 2;
@@ -76,7 +66,7 @@ int64_t nsv_url_decode(const char *src, size_t len, char *dst, size_t cap, int f
     char *o = dst;
     for (size_t i = 0; i < len; i++) {
         if (s[i] == '%') {
-            *o++ = (char)(hex_val(s[i + 1]) << 4 | hex_val(s[i + 2]));
+            *o++ = (char)(nsv__hexval(s[i + 1]) << 4 | nsv__hexval(s[i + 2]));
             i += 2;
         } else {
             *o++ = form && s[i] == '+' ? ' ' : (char)s[i];
@@ -115,7 +105,7 @@ static int parse_host(const char *s, size_t n, size_t base, size_t *off, size_t 
         for (size_t i = 1; i <= l; i++) {
             if (s[i] == ':')
                 colons++;
-            else if (s[i] != '.' && hex_val((unsigned char)s[i]) < 0)
+            else if (s[i] != '.' && nsv__hexval((unsigned char)s[i]) < 0)
                 return nsv__set_detail(NULL, NSV_EURL, "nsv_url_parse: IPv6 host has '%c' at byte %zu; "
                                        "only hex digits, ':' and '.' belong there", s[i], base + i);
         }

@@ -97,7 +97,6 @@ int nsv__body_pause(nsv__loop *l, nsv__conn *c, int paused)
         return nsv__set_detail(l->srv, NSV_ESTATE, "nsv_pause_read: connection 0x%llx has no request body "
                                "streaming (NSV_ROUTE_STREAM_BODY) and is not raw TCP",
                                (unsigned long long)nsv__conn_id(l, c));
-    c->paused = paused != 0;
-    nsv__conn_set_events(l, c, !c->paused && !c->peer_closed, c->writing);
+    nsv__conn_pause(l, c, paused);
     return NSV_OK;
 }

@@ -375,6 +375,17 @@ void nsv__read_resume(nsv__loop *l, nsv__conn *c)
         nsv__conn_set_events(l, c, 1, c->writing);
 }
 
+/* The host stops or resumes reading a connection (raw TCP, a streamed
+ * request body); resuming waits like any other read stop. */
+void nsv__conn_pause(nsv__loop *l, nsv__conn *c, int paused)
+{
+    c->paused = paused != 0;
+    if (c->paused)
+        nsv__conn_set_events(l, c, 0, c->writing);
+    else
+        nsv__read_resume(l, c);
+}
+
 static int read_stopped(nsv__loop *l, nsv__conn *c)
 {
     if (nsv__out_over(l, c, 2)) {

@@ -305,6 +305,7 @@ void nsv__conn_format_peer(nsv__conn *c, const struct sockaddr_storage *ss);
 size_t nsv__conn_send_direct(nsv__conn *c, const void *head, size_t hlen, const char *data, size_t len);
 void nsv__out_queued(nsv__loop *l, nsv__conn *c);
 void nsv__read_resume(nsv__loop *l, nsv__conn *c);
+void nsv__conn_pause(nsv__loop *l, nsv__conn *c, int paused);
 void nsv__drain_check(nsv__loop *l);
 
 /* cmdq.c */

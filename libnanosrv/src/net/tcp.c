@@ -128,11 +128,10 @@ int nsv__tcp_op(nsv__loop *l, nsv__conn *c, int op, int64_t a, int64_t b)
         return NSV_OK;
     }
     case NSV__OP_TCP_PAUSE:
-        c->paused = a != 0;
-        if (c->paused && open_tcp(c))
-            nsv__conn_set_events(l, c, 0, c->writing);
-        else if (open_tcp(c))
-            nsv__read_resume(l, c);
+        if (open_tcp(c))
+            nsv__conn_pause(l, c, a != 0);
+        else
+            c->paused = a != 0; /* connecting: reading starts paused */
         return NSV_OK;
     case NSV__OP_TCP_WATER:
         if (a <= 0 || b < 0 || b > a || a > UINT32_MAX)

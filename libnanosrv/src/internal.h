@@ -49,6 +49,17 @@ static inline int nsv__is_tchar(unsigned char c)
     return c < 128 && (tchar[c >> 6] >> (c & 63) & 1);
 }
 
+/* Name/value pair parsers (util/form.c): the argument checks and the passes
+ * of nsv_form_parse and nsv_cookie_parse (fn names the call, src_name its
+ * input). scan walks s[0, len), returns the output bytes and sets *count to
+ * the pairs; given pairs, it also stores them and writes their bytes at dst
+ * (dst is NULL when there are none). A scan's output never exceeds len, and
+ * its pairs never exceed the pieces between sep bytes nor (len + 1) / 2. */
+typedef size_t nsv__pairs_scan(const unsigned char *s, size_t len, uint32_t *pairs, char *dst, size_t *count);
+int64_t nsv__pairs_parse(const char *fn, const char *src_name, nsv__pairs_scan *scan, unsigned char sep,
+                         const char *src, size_t len, uint32_t *pairs, size_t max_pairs, char *dst, size_t cap,
+                         uint32_t *npairs);
+
 /* Threads of the library (util/thread.c): every signal blocked. */
 int nsv__thread_start(pthread_t *t, const pthread_attr_t *at, void *(*fn)(void *), void *arg);
 

@@ -251,6 +251,11 @@ static void test_cookie_buffers(void)
     is_int(nsv_cookie_parse(S("a=1"), pairs, 1, NULL, 1, &np), NSV_EINVAL, "cookie: NULL dst with cap");
     is_int(nsv_cookie_parse(S("a=1"), pairs, 1, dst, 1, NULL), NSV_EINVAL, "cookie: NULL npairs");
     is_int(nsv_cookie_parse(NULL, 0, NULL, 0, NULL, 0, &np), 0, "cookie: empty");
+    /* Pairs whose names and values are all empty need no dst at all. */
+    memset(pairs, 0xab, sizeof pairs);
+    is_int(nsv_cookie_parse(S("=; ="), pairs, 2, NULL, 0, &np), 0, "cookie: empty pairs with a NULL dst");
+    ok(np == 2 && pairs[0] == 0 && pairs[1] == 0 && pairs[6] == 0 && pairs[7] == 0,
+       "cookie: empty pairs written without dst");
 }
 
 /* ---- Set-Cookie ---- */

@@ -23,9 +23,15 @@ static void trim(const unsigned char *s, size_t *a, size_t *b)
         (*b)--;
 }
 
-/* One pass over the header; writes when write is set. Returns the bytes
- * of all names and values; *count is the number of pairs. */
-static size_t scan(const unsigned char *s, size_t len, uint32_t *pairs, char *dst, int write, size_t *count)
+/* Copies n bytes to dst (n may be 0 with dst NULL). */
+static void copy(char *dst, const unsigned char *src, size_t n)
+{
+    if (n)
+        memcpy(dst, src, n);
+}
+
+/* Walks every pair (nsv__pairs_scan). */
+static size_t scan(const unsigned char *s, size_t len, uint32_t *pairs, char *dst, size_t *count)
 {
     size_t i = 0, need = 0, np = 0;
     while (i < len) {
@@ -40,9 +46,9 @@ static size_t scan(const unsigned char *s, size_t len, uint32_t *pairs, char *ds
                 va++;
                 vb--;
             }
-            if (write) {
-                memcpy(dst + need, s + na, nb - na);
-                memcpy(dst + need + (nb - na), s + va, vb - va);
+            if (pairs) {
+                copy(dst + need, s + na, nb - na);
+                copy(dst + need + (nb - na), s + va, vb - va);
                 pairs[4 * np] = (uint32_t)need;
                 pairs[4 * np + 1] = (uint32_t)(nb - na);
                 pairs[4 * np + 2] = (uint32_t)(need + (nb - na));
@@ -60,25 +66,7 @@ static size_t scan(const unsigned char *s, size_t len, uint32_t *pairs, char *ds
 int64_t nsv_cookie_parse(const char *hdr, size_t len, uint32_t *pairs, size_t max_pairs, char *dst, size_t cap,
                          uint32_t *npairs)
 {
-    if (!hdr && len)
-        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_cookie_parse: hdr is NULL with len %zu", len);
-    if (!pairs && max_pairs)
-        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_cookie_parse: pairs is NULL with max_pairs %zu",
-                               max_pairs);
-    if (!dst && cap)
-        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_cookie_parse: dst is NULL with cap %zu", cap);
-    if (!npairs)
-        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_cookie_parse: npairs is NULL");
-    if (len > UINT32_MAX)
-        return nsv__set_detail(NULL, NSV_ETOOBIG, "nsv_cookie_parse: len %zu is over 4 GiB - 1, the most "
-                               "32-bit offsets can describe", len);
-    const unsigned char *s = (const unsigned char *)hdr;
-    size_t np;
-    size_t need = scan(s, len, NULL, NULL, 0, &np);
-    if (np <= max_pairs && need <= cap && np)
-        scan(s, len, pairs, dst, 1, &np);
-    *npairs = (uint32_t)np;
-    return (int64_t)need;
+    return nsv__pairs_parse("nsv_cookie_parse", "hdr", scan, ';', hdr, len, pairs, max_pairs, dst, cap, npairs);
 }
 
 /* ---- Set-Cookie ---- */

@@ -8,7 +8,8 @@
  * the byte XX, and a '%' not followed by two hex digits stays as it is.
  * Bytes are not checked or changed as UTF-8.
  *
- * One scan routine serves both the sizing pass and the writing pass. */
+ * One scan routine serves both the sizing pass and the writing pass
+ * (nsv__pairs_parse, shared with cookie.c, decides which are needed). */
 #include "../internal.h"
 
 #include <string.h>
@@ -57,10 +58,8 @@ static size_t decode_part(const unsigned char *s, size_t i, size_t len, int eq, 
     return n;
 }
 
-/* Walks every pair. With write set, stores decoded bytes at dst and the
- * offsets into pairs (the caller has checked that they fit). Returns the
- * decoded byte count; *count is the number of pairs. */
-static size_t scan(const unsigned char *s, size_t len, uint32_t *pairs, char *dst, int write, size_t *count)
+/* Walks every pair (nsv__pairs_scan). */
+static size_t scan(const unsigned char *s, size_t len, uint32_t *pairs, char *dst, size_t *count)
 {
     size_t i = 0, need = 0, np = 0;
     while (i < len) {
@@ -70,16 +69,16 @@ static size_t scan(const unsigned char *s, size_t len, uint32_t *pairs, char *ds
         }
         size_t end;
         size_t koff = need;
-        size_t klen = decode_part(s, i, len, 1, write ? dst + need : NULL, &end);
+        size_t klen = decode_part(s, i, len, 1, dst ? dst + need : NULL, &end);
         need += klen;
         size_t voff = need, vlen = 0;
         i = end;
         if (i < len && s[i] == '=') {
-            vlen = decode_part(s, i + 1, len, 0, write ? dst + need : NULL, &end);
+            vlen = decode_part(s, i + 1, len, 0, dst ? dst + need : NULL, &end);
             need += vlen;
             i = end;
         }
-        if (write) {
+        if (pairs) {
             pairs[4 * np] = (uint32_t)koff;
             pairs[4 * np + 1] = (uint32_t)klen;
             pairs[4 * np + 2] = (uint32_t)voff;
@@ -92,38 +91,46 @@ static size_t scan(const unsigned char *s, size_t len, uint32_t *pairs, char *ds
     return need;
 }
 
-int64_t nsv_form_parse(const char *src, size_t len, uint32_t *pairs, size_t max_pairs, char *dst, size_t cap,
-                       uint32_t *npairs)
+int64_t nsv__pairs_parse(const char *fn, const char *src_name, nsv__pairs_scan *scan_fn, unsigned char sep,
+                         const char *src, size_t len, uint32_t *pairs, size_t max_pairs, char *dst, size_t cap,
+                         uint32_t *npairs)
 {
     if (!src && len)
-        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_form_parse: src is NULL with len %zu", len);
+        return nsv__set_detail(NULL, NSV_EINVAL, "%s: %s is NULL with len %zu", fn, src_name, len);
     if (!pairs && max_pairs)
-        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_form_parse: pairs is NULL with max_pairs %zu", max_pairs);
+        return nsv__set_detail(NULL, NSV_EINVAL, "%s: pairs is NULL with max_pairs %zu", fn, max_pairs);
     if (!dst && cap)
-        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_form_parse: dst is NULL with cap %zu", cap);
+        return nsv__set_detail(NULL, NSV_EINVAL, "%s: dst is NULL with cap %zu", fn, cap);
     if (!npairs)
-        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_form_parse: npairs is NULL");
+        return nsv__set_detail(NULL, NSV_EINVAL, "%s: npairs is NULL", fn);
     if (len > UINT32_MAX)
-        return nsv__set_detail(NULL, NSV_ETOOBIG, "nsv_form_parse: len %zu is over 4 GiB - 1, the most "
-                               "32-bit offsets can describe", len);
+        return nsv__set_detail(NULL, NSV_ETOOBIG, "%s: len %zu is over 4 GiB - 1, the most 32-bit offsets "
+                               "can describe", fn, len);
     const unsigned char *s = (const unsigned char *)src;
     size_t np, need;
-    /* Decoded bytes never outnumber the input and pairs never outnumber
-     * the '&'s plus one: when both bounds fit, one writing pass is enough. */
+    /* The output never outnumbers the input and the pairs never outnumber
+     * the separators plus one: when both bounds fit, one writing pass is
+     * enough. */
     int one_pass = cap >= len && max_pairs > len / 2;
     if (!one_pass && cap >= len && max_pairs) {
-        size_t amps = 0;
-        for (const unsigned char *p = s, *e = s + len; (p = memchr(p, '&', (size_t)(e - p))) != NULL; p++)
-            amps++;
-        one_pass = max_pairs > amps;
+        size_t seps = 0;
+        for (const unsigned char *p = s, *e = s + len; (p = memchr(p, sep, (size_t)(e - p))) != NULL; p++)
+            seps++;
+        one_pass = max_pairs > seps;
     }
     if (one_pass) {
-        need = scan(s, len, pairs, dst, 1, &np);
+        need = scan_fn(s, len, pairs, len ? dst : NULL, &np);
     } else {
-        need = scan(s, len, NULL, NULL, 0, &np);
-        if (np <= max_pairs && need <= cap && (np || need))
-            scan(s, len, pairs, dst, 1, &np);
+        need = scan_fn(s, len, NULL, NULL, &np);
+        if (np && np <= max_pairs && need <= cap)
+            scan_fn(s, len, pairs, need ? dst : NULL, &np);
     }
     *npairs = (uint32_t)np;
     return (int64_t)need;
+}
+
+int64_t nsv_form_parse(const char *src, size_t len, uint32_t *pairs, size_t max_pairs, char *dst, size_t cap,
+                       uint32_t *npairs)
+{
+    return nsv__pairs_parse("nsv_form_parse", "src", scan, '&', src, len, pairs, max_pairs, dst, cap, npairs);
 }

@@ -25,6 +25,14 @@ _Static_assert(offsetof(nsv_multipart_event, data_len) == 60, "nsv_multipart_eve
 
 enum { ST_START, ST_HEADERS, ST_BODY, ST_EPILOGUE, ST_ERROR };
 
+/* What the header lines of the current block said so far (each line is
+ * checked and noted once, when its LF arrives). */
+typedef struct heads {
+    uint32_t n;                  /* header lines */
+    uint32_t has_cd, has_ct;
+    uint32_t cd, cdlen, ct, ctlen; /* values (hbuf offsets), trimmed */
+} heads;
+
 struct nsv_multipart {
     uint32_t state;
     uint32_t dlen;       /* delimiter length: 4 + boundary length */
@@ -38,6 +46,7 @@ struct nsv_multipart {
     uint64_t block_pos;  /* stream offset of the current header block */
     uint64_t data_pos;   /* stream offset of the next data byte */
     int64_t need;        /* arena bytes the blocked record needs */
+    heads hd;            /* the header lines of the block in hbuf */
     char sfx;            /* byte after a full delimiter match: '\r' or '-' */
     char delim[4 + MP_BOUNDARY_MAX + 1]; /* "\r\n--" boundary */
     char err[200];       /* sticky error text */
@@ -334,6 +343,7 @@ static void start_headers(nsv_multipart *mp)
 {
     mp->state = ST_HEADERS;
     mp->hlen = mp->line = 0;
+    memset(&mp->hd, 0, sizeof mp->hd);
     mp->block_pos = mp->pos + 1;
     mp->m = 0;
 }
@@ -422,10 +432,8 @@ static int delim_byte(nsv_multipart *mp, batch *b, unsigned char c)
 
 /* ---- header blocks ---- */
 
+/* The Content-Disposition parameters of a complete block. */
 typedef struct block {
-    uint32_t nheaders;
-    int has_cd, has_ct;
-    size_t cd, cdlen, ct, ctlen; /* values (hbuf offsets), trimmed */
     int has_name, has_fn, has_fnx;
     param name, fn, fnx;         /* offsets relative to cd */
     size_t name_out, fn_out;     /* decoded lengths */
@@ -501,9 +509,10 @@ static int64_t ext_decode(const char *s, size_t n, char *dst, const char **why, 
     return (int64_t)o;
 }
 
-/* A complete header line hbuf[ls, le) (CRLF excluded). */
-static int header_line(nsv_multipart *mp, block *bl, size_t ls, size_t le)
+/* A complete header line hbuf[ls, le) (CRLF excluded), noted in mp->hd. */
+static int header_line(nsv_multipart *mp, size_t ls, size_t le)
 {
+    heads *hd = &mp->hd;
     const char *h = mp->hbuf;
     uint64_t base = mp->block_pos;
     if (h[ls] == ' ' || h[ls] == '\t')
@@ -528,46 +537,40 @@ static int header_line(nsv_multipart *mp, block *bl, size_t ls, size_t le)
     size_t v = skip_ows(h, le, c + 1), ve = le;
     while (ve > v && (h[ve - 1] == ' ' || h[ve - 1] == '\t'))
         ve--;
-    bl->nheaders++;
+    hd->n++;
     size_t nl = c - ls;
     if (nl == 19 && nsv__strncaseeq(h + ls, "Content-Disposition", 19)) {
-        if (bl->has_cd)
+        if (hd->has_cd)
             return fail(mp, base + ls, "two Content-Disposition headers in part %u", mp->parts - 1);
-        bl->has_cd = 1;
-        bl->cd = v;
-        bl->cdlen = ve - v;
+        hd->has_cd = 1;
+        hd->cd = (uint32_t)v;
+        hd->cdlen = (uint32_t)(ve - v);
     } else if (nl == 12 && nsv__strncaseeq(h + ls, "Content-Type", 12)) {
-        if (bl->has_ct)
+        if (hd->has_ct)
             return fail(mp, base + ls, "two Content-Type headers in part %u", mp->parts - 1);
-        bl->has_ct = 1;
-        bl->ct = v;
-        bl->ctlen = ve - v;
+        hd->has_ct = 1;
+        hd->ct = (uint32_t)v;
+        hd->ctlen = (uint32_t)(ve - v);
     }
     return 0;
 }
 
-/* Parses the buffered block hbuf[0, end) (lines with their CRLF). */
-static int parse_block(nsv_multipart *mp, block *bl, size_t end)
+/* Parses the Content-Disposition of the complete block in hbuf (its lines
+ * were checked as they came). */
+static int parse_block(nsv_multipart *mp, block *bl)
 {
     memset(bl, 0, sizeof *bl);
-    const char *h = mp->hbuf;
+    const heads *hd = &mp->hd;
     uint64_t base = mp->block_pos;
     unsigned part = mp->parts - 1;
-    for (size_t ls = 0; ls < end;) {
-        const char *lf = memchr(h + ls, '\n', end - ls);
-        size_t le = (size_t)(lf - h) - 1;
-        if (header_line(mp, bl, ls, le) < 0)
-            return NSV_EPARSE;
-        ls = le + 2;
-    }
-    if (!bl->has_cd)
+    if (!hd->has_cd)
         return fail(mp, base, "part %u has no Content-Disposition header", part);
-    const char *v = h + bl->cd;
-    size_t n = bl->cdlen, i = 0;
+    const char *v = mp->hbuf + hd->cd;
+    size_t n = hd->cdlen, i = 0;
     while (i < n && nsv__is_tchar((unsigned char)v[i]))
         i++;
     if (i != 9 || !nsv__strncaseeq(v, "form-data", 9))
-        return fail(mp, base + bl->cd, "Content-Disposition of part %u is '%.*s', not form-data", part,
+        return fail(mp, base + hd->cd, "Content-Disposition of part %u is '%.*s', not form-data", part,
                     (int)(i > 32 ? 32 : i), v);
     param p;
     const char *why = NULL;
@@ -584,24 +587,24 @@ static int parse_block(nsv_multipart *mp, block *bl, size_t end)
         else
             continue;
         if (*has)
-            return fail(mp, base + bl->cd + p.name, "Content-Disposition of part %u has two '%.*s' parameters",
+            return fail(mp, base + hd->cd + p.name, "Content-Disposition of part %u has two '%.*s' parameters",
                         part, (int)p.nlen, v + p.name);
         *has = 1;
         *slot = p;
     }
     if (r < 0)
-        return fail(mp, base + bl->cd + i, "Content-Disposition of part %u: %s", part, why);
+        return fail(mp, base + hd->cd + i, "Content-Disposition of part %u: %s", part, why);
     if (!bl->has_name)
-        return fail(mp, base + bl->cd, "Content-Disposition of part %u has no name parameter", part);
+        return fail(mp, base + hd->cd, "Content-Disposition of part %u has no name parameter", part);
     bl->name_out = bl->name.quoted ? unquote(v + bl->name.val, bl->name.vlen, NULL) : bl->name.vlen;
     if (bl->has_fnx) {
         if (bl->fnx.quoted)
-            return fail(mp, base + bl->cd + bl->fnx.val - 1, "filename* of part %u is quoted; an "
+            return fail(mp, base + hd->cd + bl->fnx.val - 1, "filename* of part %u is quoted; an "
                         "ext-value is charset'language'value", part);
         size_t at = 0;
         int64_t d = ext_decode(v + bl->fnx.val, bl->fnx.vlen, NULL, &why, &at);
         if (d < 0)
-            return fail(mp, base + bl->cd + bl->fnx.val + at, "%s (part %u)", why, part);
+            return fail(mp, base + hd->cd + bl->fnx.val + at, "%s (part %u)", why, part);
         bl->fn_out = (size_t)d;
     } else if (bl->has_fn) {
         bl->fn_out = bl->fn.quoted ? unquote(v + bl->fn.val, bl->fn.vlen, NULL) : bl->fn.vlen;
@@ -613,25 +616,26 @@ static int parse_block(nsv_multipart *mp, block *bl, size_t end)
  * not yet consumed). 1: PART emitted, 0: blocked, < 0: error. */
 static int finish_block(nsv_multipart *mp, batch *b, size_t end)
 {
-    block bl;
-    if (parse_block(mp, &bl, end) < 0)
-        return NSV_EPARSE;
-    size_t need = end + bl.name_out + bl.fn_out;
     if (b->n >= b->max)
         return 0;
+    block bl;
+    if (parse_block(mp, &bl) < 0)
+        return NSV_EPARSE;
+    size_t need = end + bl.name_out + bl.fn_out;
     if (b->cap - b->used < need) {
         if (b->n == 0)
             mp->need = (int64_t)need;
         return 0;
     }
-    const char *cd = mp->hbuf + bl.cd;
+    const heads *hd = &mp->hd;
+    const char *cd = mp->hbuf + hd->cd;
     nsv_multipart_event *e = new_event(mp, b, NSV_MP_PART, mp->block_pos);
     char *a = b->arena + b->used;
     uint32_t base = (uint32_t)b->used;
     memcpy(a, mp->hbuf, end);
     e->headers_off = base;
     e->headers_len = (uint32_t)end;
-    e->nheaders = bl.nheaders;
+    e->nheaders = hd->n;
     e->name_off = base + (uint32_t)end;
     if (bl.name.quoted)
         unquote(cd + bl.name.val, bl.name.vlen, a + end);
@@ -652,10 +656,10 @@ static int finish_block(nsv_multipart *mp, batch *b, size_t end)
         e->flags |= NSV_MPF_FILENAME;
     }
     e->filename_len = (uint32_t)bl.fn_out;
-    if (bl.has_ct) {
+    if (hd->has_ct) {
         e->flags |= NSV_MPF_CONTENT_TYPE;
-        e->content_type_off = base + (uint32_t)bl.ct;
-        e->content_type_len = (uint32_t)bl.ctlen;
+        e->content_type_off = base + hd->ct;
+        e->content_type_len = hd->ctlen;
     } else {
         e->content_type_off = e->filename_off + e->filename_len;
     }
@@ -687,9 +691,7 @@ static int64_t header_bytes(nsv_multipart *mp, batch *b, const char *p, size_t n
             return r <= 0 ? r : 1;
         }
         mp->hbuf[mp->hlen++] = '\n';
-        block dummy;
-        memset(&dummy, 0, sizeof dummy);
-        if (header_line(mp, &dummy, ls, hl - 1) < 0)
+        if (header_line(mp, ls, hl - 1) < 0)
             return NSV_EPARSE;
         mp->line = mp->hlen;
         return 1;

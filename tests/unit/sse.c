@@ -22,6 +22,11 @@ static void fmt(const char *ev, size_t el, const char *id, size_t il, const char
         memset(small, '#', sizeof small);
         good = good && nsv_sse_format(ev, el, id, il, d, dl, retry, small, (size_t)need - 1) == need &&
                small[0] == '#';
+        /* a roomy buffer (written without a sizing pass): the same bytes */
+        static char roomy[65536];
+        memset(roomy, '#', sizeof roomy);
+        good = good && nsv_sse_format(ev, el, id, il, d, dl, retry, roomy, sizeof roomy) == need &&
+               roomy[need] == '#' && memcmp(roomy, want, (size_t)need) == 0;
     }
     if (!good) {
         ok(0, "%s", what);
@@ -114,6 +119,17 @@ int main(void)
            "large event written");
         free(out);
         free(d);
+    }
+    /* comments: a roomy buffer and an exact one give the same bytes */
+    {
+        static const char text[] = "a\r\nb\rc\n\n";
+        static const char want[] = ": a\n: b\n: c\n: \n: \n\n";
+        char exact[sizeof want], roomy[256];
+        memset(roomy, '#', sizeof roomy);
+        is_int(nsv_sse_comment(S(text), exact, sizeof want - 1), (int64_t)sizeof want - 1, "comment, exact");
+        is_int(nsv_sse_comment(S(text), roomy, sizeof roomy), (int64_t)sizeof want - 1, "comment, roomy");
+        ok(memcmp(exact, want, sizeof want - 1) == 0 && memcmp(roomy, want, sizeof want - 1) == 0 &&
+               roomy[sizeof want - 1] == '#', "comment bytes");
     }
     return done_testing();
 }

@@ -64,8 +64,13 @@ static size_t put_dec(int64_t v, char *buf)
 }
 
 /* The largest input length accepted: every byte may become a line of at
- * most 7 bytes, and the sum must stay an int64_t. */
-#define SSE_MAX_IN ((size_t)(INT64_MAX / 16))
+ * most 7 bytes, and the sum must stay an int64_t and a size_t. */
+#define SSE_MAX_IN (((uint64_t)SIZE_MAX < (uint64_t)INT64_MAX ? SIZE_MAX : (size_t)INT64_MAX) / 16)
+
+/* At most the bytes lines_len gives for len bytes: every byte a line
+ * terminator, each making a line of prefix and LF. Under it, dst is known
+ * to be large enough and lines are written in one pass, without sizing. */
+static size_t lines_most(size_t len, size_t plen) { return (len + 1) * (plen + 1); }
 
 static int bad_byte(nsv_server *s, const char *fn, const char *what, size_t at, unsigned char c, const char *why)
 {
@@ -100,17 +105,12 @@ int64_t nsv__sse_format(nsv_server *s, const char *fn, const char *event, size_t
                                "nsv_sse_comment makes keepalives)", fn);
     char rbuf[20];
     size_t rlen = retry_ms >= 0 ? put_dec(retry_ms, rbuf) : 0;
-    size_t need = 1;
-    if (elen)
-        need += 7 + elen + 1;
-    if (id)
-        need += 4 + idlen + 1;
-    if (retry_ms >= 0)
-        need += 7 + rlen + 1;
-    if (with_data)
-        need += lines_len(data ? data : "", dlen, 6, "data: ", NULL);
-    if (need > cap)
-        return (int64_t)need;
+    size_t fixed = 1 + (elen ? 7 + elen + 1 : 0) + (id ? 4 + idlen + 1 : 0) + (retry_ms >= 0 ? 7 + rlen + 1 : 0);
+    if (fixed + (with_data ? lines_most(dlen, 6) : 0) > cap) {
+        size_t need = fixed + (with_data ? lines_len(data ? data : "", dlen, 6, "data: ", NULL) : 0);
+        if (need > cap)
+            return (int64_t)need;
+    }
     size_t at = 0;
     if (elen) {
         memcpy(dst, "event: ", 7);
@@ -134,7 +134,7 @@ int64_t nsv__sse_format(nsv_server *s, const char *fn, const char *event, size_t
     if (with_data)
         at += lines_len(data ? data : "", dlen, 6, "data: ", dst + at);
     dst[at] = '\n';
-    return (int64_t)need;
+    return (int64_t)at + 1;
 }
 
 int64_t nsv_sse_format(const char *event, size_t elen, const char *id, size_t idlen, const char *data, size_t dlen,
@@ -151,10 +151,12 @@ int64_t nsv_sse_comment(const char *text, size_t len, char *dst, size_t cap)
         return nsv__set_detail(NULL, NSV_EINVAL, "nsv_sse_comment: dst is NULL with cap %zu", cap);
     if (len > SSE_MAX_IN)
         return nsv__set_detail(NULL, NSV_ETOOBIG, "nsv_sse_comment: len %zu is over INT64_MAX / 16", len);
-    size_t need = lines_len(text ? text : "", len, 2, ": ", NULL) + 1;
-    if (need > cap)
-        return (int64_t)need;
+    if (lines_most(len, 2) + 1 > cap) {
+        size_t need = lines_len(text ? text : "", len, 2, ": ", NULL) + 1;
+        if (need > cap)
+            return (int64_t)need;
+    }
     size_t at = lines_len(text ? text : "", len, 2, ": ", dst);
     dst[at] = '\n';
-    return (int64_t)need;
+    return (int64_t)at + 1;
 }

@@ -106,8 +106,7 @@ int nsv_sse_send(nsv_server *s, uint64_t conn, const char *event, size_t elen, c
         return (int)n;
     if ((uint64_t)n <= sizeof stack)
         return nsv_send_chunk(s, conn, stack, (size_t)n);
-    if ((uint64_t)n > SIZE_MAX)
-        return nsv__set_detail(s, NSV_ETOOBIG, "nsv_sse_send: the event is %lld bytes", (long long)n);
+    /* n fits a size_t: util/sse.c bounds the inputs so that it does */
     char *buf = nsv__malloc(&s->alloc, (size_t)n);
     if (!buf)
         return nsv__set_detail(s, NSV_ENOMEM, "nsv_sse_send: no memory for an event of %lld bytes", (long long)n);

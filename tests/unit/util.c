@@ -434,6 +434,32 @@ static void test_json_misc(void)
     is_int(nsv_json_integer(flood, sizeof flood, S("$"), &v), NSV_EPARSE, "1 MiB of '[' rejected");
 }
 
+/* HTTP dates written by hand match strftime's in the C locale, across the
+ * calendar (leap years, century rules, month and year ends). */
+static void test_imf_fixdate(void)
+{
+    int bad = 0, n = 0;
+    int64_t samples[] = {0, 68169600, 784111777, 951782400, 951868799, 1709208000, 1735689599,
+                         4107542400LL, 253402300799LL};
+    for (size_t i = 0; i < sizeof samples / sizeof samples[0] + 4000; i++) {
+        int64_t t = i < sizeof samples / sizeof samples[0] ? samples[i]
+                                                          : (int64_t)(i * 63241117ULL % 253402300800ULL);
+        char got[30] = {0}, want[64];
+        nsv__imf_fixdate(t, got);
+        time_t tt = (time_t)t;
+        struct tm tm;
+        gmtime_r(&tt, &tm);
+        strftime(want, sizeof want, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        n++;
+        if (strcmp(got, want) != 0 && bad++ < 3)
+            diag("t=%lld: got '%s', want '%s'", (long long)t, got, want);
+    }
+    is_int(bad, 0, "%d IMF-fixdates match strftime in the C locale", n);
+    char d[30] = {0};
+    nsv__imf_fixdate(784111777, d);
+    ok(!strcmp(d, "Sun, 06 Nov 1994 08:49:37 GMT"), "the RFC 9110 example date");
+}
+
 int main(void)
 {
     test_base64();
@@ -444,5 +470,6 @@ int main(void)
     test_json_numbers();
     test_json_integers();
     test_json_misc();
+    test_imf_fixdate();
     return done_testing();
 }

@@ -58,9 +58,9 @@ void nsv__update_date(nsv__loop *l)
     if (t == l->http->date_sec)
         return;
     l->http->date_sec = t;
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(l->http->date, sizeof l->http->date, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+    memcpy(l->http->date, "Date: ", 6); /* "Date: " + IMF-fixdate + CRLF: the 37 bytes replies copy */
+    nsv__imf_fixdate((int64_t)t, l->http->date + 6);
+    memcpy(l->http->date + 35, "\r\n", 3);
 }
 
 static char *put_u64(char *p, uint64_t v)

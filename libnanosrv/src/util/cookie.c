@@ -77,51 +77,8 @@ static int is_cookie_octet(unsigned char c)
     return c >= 0x21 && c <= 0x7e && c != '"' && c != ',' && c != ';' && c != '\\';
 }
 
-static const char *const wdays[] = {"Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"};
-static const char *const months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
-                                     "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
-
 /* Latest second with a four-digit year: 9999-12-31T23:59:59Z. */
 #define MAX_EXPIRES INT64_C(253402300799)
-
-/* IMF-fixdate of t (0 <= t <= MAX_EXPIRES) into o[29]. */
-static void imf_fixdate(int64_t t, char *o)
-{
-    int64_t days = t / 86400, secs = t % 86400;
-    /* Civil date from days since 1970-01-01 (H. Hinnant's algorithm). */
-    int64_t z = days + 719468, era = z / 146097;
-    int64_t doe = z - era * 146097;
-    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    int64_t mp = (5 * doy + 2) / 153;
-    int64_t d = doy - (153 * mp + 2) / 5 + 1;
-    int64_t m = mp < 10 ? mp + 3 : mp - 9;
-    int64_t y = yoe + era * 400 + (m <= 2);
-    const char *wd = wdays[days % 7], *mo = months[m - 1];
-    int hh = (int)(secs / 3600), mi = (int)(secs / 60 % 60), ss = (int)(secs % 60);
-    memcpy(o, wd, 3);
-    o[3] = ',';
-    o[4] = ' ';
-    o[5] = (char)('0' + d / 10);
-    o[6] = (char)('0' + d % 10);
-    o[7] = ' ';
-    memcpy(o + 8, mo, 3);
-    o[11] = ' ';
-    o[12] = (char)('0' + y / 1000);
-    o[13] = (char)('0' + y / 100 % 10);
-    o[14] = (char)('0' + y / 10 % 10);
-    o[15] = (char)('0' + y % 10);
-    o[16] = ' ';
-    o[17] = (char)('0' + hh / 10);
-    o[18] = (char)('0' + hh % 10);
-    o[19] = ':';
-    o[20] = (char)('0' + mi / 10);
-    o[21] = (char)('0' + mi % 10);
-    o[22] = ':';
-    o[23] = (char)('0' + ss / 10);
-    o[24] = (char)('0' + ss % 10);
-    memcpy(o + 25, " GMT", 4);
-}
 
 /* Decimal digits of v >= 0 into o (NULL: count only). */
 static size_t put_u64(uint64_t v, char *o)
@@ -239,7 +196,7 @@ static size_t build(out *o, const char *name, size_t nlen, const char *value, si
     if (expires >= 0) {
         PUT_LIT(o, "; Expires=");
         if (o->p)
-            imf_fixdate(expires, o->p + o->n);
+            nsv__imf_fixdate(expires, o->p + o->n);
         o->n += 29;
     }
     if (dlen) {

@@ -96,7 +96,9 @@ enum nsv_option {
     NSV_OPT_TLS_VERIFY_CLIENT = 19,
     NSV_OPT_TLS_VERIFY_SERVER = 20,
     NSV_OPT_TLS_HANDSHAKE_FAILURES = 21,
-    NSV_OPT_STREAM_BODY = 22
+    NSV_OPT_STREAM_BODY = 22,
+    NSV_OPT_GZIP_MIN_SIZE = 23,
+    NSV_OPT_GZIP_LEVEL = 24
 };
 
 enum nsv_str_option {
@@ -108,7 +110,8 @@ enum nsv_str_option {
     NSV_OPT_TLS_CA_PEM = 105,
     NSV_OPT_TLS_KEY_PASSWORD = 106,
     NSV_OPT_TLS_CLIENT_CA_FILE = 107,
-    NSV_OPT_TLS_CLIENT_CA_PEM = 108
+    NSV_OPT_TLS_CLIENT_CA_PEM = 108,
+    NSV_OPT_GZIP_TYPES = 109
 };
 
 typedef void *(*nsv_alloc_fn)(void *ud, void *ptr, size_t size);
@@ -128,6 +131,14 @@ enum nsv_log_level {
 enum nsv_route_flag {
     NSV_ROUTE_WEBSOCKET = 1,
     NSV_ROUTE_STREAM_BODY = 2
+};
+
+enum nsv_static_flag {
+    NSV_STATIC_LIST = 1,
+    NSV_STATIC_SYMLINKS = 2,
+    NSV_STATIC_PRECOMPRESSED = 4,
+    NSV_STATIC_FALLTHROUGH = 8,
+    NSV_STATIC_DOTFILES = 16
 };
 
 enum nsv_ws_opcode {
@@ -217,6 +228,12 @@ int nsv_reply_end(nsv_server *srv, uint64_t conn);
 int nsv_sse_start(nsv_server *srv, uint64_t conn, const char *headers, size_t hlen);
 
 int nsv_sse_send(nsv_server *srv, uint64_t conn, const char *event, size_t elen, const char *id, size_t idlen, const char *data, size_t dlen, int64_t retry_ms);
+
+int nsv_serve_dir(nsv_server *srv, const char *prefix, size_t plen, const char *dir, size_t dlen, const char *cache_control, size_t clen, uint32_t flags);
+
+int nsv_reply_file(nsv_server *srv, uint64_t conn, int status, const char *root, size_t rlen, const char *path, size_t plen, const char *req_headers, size_t rhlen, const char *headers, size_t hlen, uint32_t flags);
+
+const char *nsv_mime_type(const char *name, size_t len);
 
 int nsv_close(nsv_server *srv, uint64_t conn);
 

@@ -257,8 +257,11 @@ enum nsv_option {
     NSV_OPT_TLS_VERIFY_CLIENT = 19, /* client certificates: 0 not asked (default), 1 optional, 2 required */
     NSV_OPT_TLS_VERIFY_SERVER = 20, /* outbound: verify certificate and host name, default 1 */
     NSV_OPT_TLS_HANDSHAKE_FAILURES = 21, /* read-only: TLS handshakes that failed */
-    NSV_OPT_STREAM_BODY = 22        /* 1: every request body arrives in BODY events (see
+    NSV_OPT_STREAM_BODY = 22,       /* 1: every request body arrives in BODY events (see
                                        NSV_ROUTE_STREAM_BODY); default 0 */
+    NSV_OPT_GZIP_MIN_SIZE = 23,     /* gzip replies of at least this many bytes to clients
+                                       that accept it (see NSV_OPT_GZIP_TYPES); 0 = off (default) */
+    NSV_OPT_GZIP_LEVEL = 24         /* zlib level 1..9, default 6 */
 };
 
 /*
@@ -282,7 +285,11 @@ enum nsv_str_option {
     NSV_OPT_TLS_CA_PEM = 105,        /* the same as PEM text */
     NSV_OPT_TLS_KEY_PASSWORD = 106,  /* password of an encrypted private key */
     NSV_OPT_TLS_CLIENT_CA_FILE = 107, /* outbound: CA for server certificates (default: system bundle) */
-    NSV_OPT_TLS_CLIENT_CA_PEM = 108  /* outbound: the same as PEM text */
+    NSV_OPT_TLS_CLIENT_CA_PEM = 108, /* outbound: the same as PEM text */
+    NSV_OPT_GZIP_TYPES = 109         /* media types gzip applies to: comma-separated; a type with
+                                        no subtype ("text/") matches all of it; default text/html, text/css, text/plain,
+                                        text/javascript, application/javascript,
+                                        application/json, application/xml, image/svg+xml */
 };
 
 /* Allocator hook: realloc semantics; size 0 means free(ptr), return NULL. */
@@ -306,6 +313,19 @@ enum nsv_log_level {
 enum nsv_route_flag {
     NSV_ROUTE_WEBSOCKET = 1,  /* upgrade automatically; host sees WS_* events */
     NSV_ROUTE_STREAM_BODY = 2 /* the request body arrives in pieces (BODY events) */
+};
+
+/* Flags for nsv_serve_dir and nsv_reply_file. */
+enum nsv_static_flag {
+    NSV_STATIC_LIST = 1,          /* an HTML listing for a directory without index.html
+                                     (default: 404) */
+    NSV_STATIC_SYMLINKS = 2,      /* follow symlinks that lead outside the root
+                                     (default: such a path is 404) */
+    NSV_STATIC_PRECOMPRESSED = 4, /* serve NAME.br / NAME.gz when present and the client
+                                     accepts it, with Vary: Accept-Encoding */
+    NSV_STATIC_FALLTHROUGH = 8,   /* nsv_serve_dir: a miss goes on to the routes
+                                     instead of a 404 */
+    NSV_STATIC_DOTFILES = 16      /* serve names starting with '.' (default: 404) */
 };
 
 /* WebSocket opcodes for nsv_ws_send. */
@@ -613,6 +633,39 @@ NSV_API int nsv_sse_start(nsv_server *srv, uint64_t conn, const char *headers, s
  * the call. A keepalive is nsv_sse_comment sent with nsv_send_chunk.
  * Since 1.1. */
 NSV_API int nsv_sse_send(nsv_server *srv, uint64_t conn, const char *event, size_t elen, const char *id, size_t idlen, const char *data, size_t dlen, int64_t retry_ms);
+/* METHOD: serve the directory dir under the URL prefix (which starts and
+ * ends with '/', e.g. "/static/"), answered in C with no event for the
+ * host: GET and HEAD (other methods 405), index.html for a directory,
+ * Content-Type from the file name (unknown: application/octet-stream),
+ * ETag and Last-Modified with If-None-Match / If-Modified-Since (304),
+ * single Range requests (206; unsatisfiable: 416 with a Content-Range
+ * that gives the size; If-Range), cache_control as the Cache-Control line when
+ * clen > 0, and the flags above. No path outside dir is ever opened:
+ * "..", encoded dots and slashes, backslashes, NUL and symlinks out of dir
+ * (unless NSV_STATIC_SYMLINKS) give 404. Files go out in bounded pieces
+ * paced by the socket (sendfile on plain TCP). Setup call (before the
+ * first poll or run). Returns the mount id (>= 0), NSV_EINVAL with a
+ * detail, NSV_ENOTFOUND when dir is not a directory. Since 1.1. */
+NSV_API int nsv_serve_dir(nsv_server *srv, const char *prefix, size_t plen, const char *dir, size_t dlen, const char *cache_control, size_t clen, uint32_t flags);
+/* METHOD: answer a pending request with a file. With rlen > 0, path is a
+ * URL path (percent-encoded, as in the request) resolved under root by the
+ * rules of nsv_serve_dir; with rlen 0, path is a file system path used as
+ * given. req_headers is the request's header block (the event's headers),
+ * read for If-None-Match, If-Modified-Since, Range, If-Range and
+ * Accept-Encoding; HEAD is known from the request. status 0 answers 200,
+ * 206, 304 or 416 as the headers ask; another status (e.g. 404 for an
+ * error page) sends the whole file with that status. headers is a reply
+ * header block added to the library's (Content-Type, Content-Length, ETag,
+ * Last-Modified, Accept-Ranges), rules as for nsv_reply; a Content-Type
+ * line of the host's replaces the guessed one. Returns 0 when the answer
+ * is queued, NSV_ENOTFOUND when there is no such file (nothing was sent:
+ * the host answers otherwise), or the errors of nsv_reply. From any thread
+ * of a sharded server. Since 1.1. */
+NSV_API int nsv_reply_file(nsv_server *srv, uint64_t conn, int status, const char *root, size_t rlen, const char *path, size_t plen, const char *req_headers, size_t rhlen, const char *headers, size_t hlen, uint32_t flags);
+/* METHOD: the media type the static server sends for a file name (e.g.
+ * "text/html; charset=utf-8" for "index.html"), a static string;
+ * "application/octet-stream" when the extension is unknown. Since 1.1. */
+NSV_API const char *nsv_mime_type(const char *name, size_t len);
 /* METHOD: close a connection after its queued output is sent. Since 1.0. */
 NSV_API int nsv_close(nsv_server *srv, uint64_t conn);
 /* METHOD: set the connection's user tag, echoed in every event created

@@ -52,10 +52,6 @@ static void on_request(const nsv_event *e, const char *a)
     case R_HEALTH:
         nsv_reply(srv, e->conn, 200, "Content-Type: application/json\r\n", 32, "{\"ok\":true}\n", 12);
         break;
-    case R_WS: /* upgrades never come here: this is a plain GET */
-        nsv_reply(srv, e->conn, 426, "Upgrade: websocket\r\nContent-Type: text/plain\r\n", 46,
-                  "WebSocket only\n", 15);
-        break;
     case R_UPLOAD: /* the body follows in BODY events */
         upload_begin(srv, e, a);
         break;

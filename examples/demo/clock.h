@@ -19,10 +19,10 @@
 
 static struct clock_stream {
     uint64_t conn;
+    time_t sent; /* the second it last got */
     int paused;
 } clocks[CLOCK_MAX];
 static int nclocks;
-static time_t clock_last; /* the second the last tick was for */
 
 /* The same clock as clock_wait_ms (time() may lag it by a few ms, and a
  * tick would then wait a whole second more). */
@@ -67,11 +67,12 @@ static void clock_open(nsv_server *s, const nsv_event *ev)
     }
     if (nsv_sse_start(s, ev->conn, NULL, 0) < 0)
         return;
-    if ((ev->flags & NSV_EVF_HEAD) || clock_send(s, ev->conn, clock_now()) < 0) {
+    time_t now = clock_now();
+    if ((ev->flags & NSV_EVF_HEAD) || clock_send(s, ev->conn, now) < 0) {
         nsv_reply_end(s, ev->conn); /* HEAD gets the headers only */
         return;
     }
-    clocks[nclocks++] = (struct clock_stream){ev->conn, 0};
+    clocks[nclocks++] = (struct clock_stream){ev->conn, now, 0};
 }
 
 /* TCP_WRITABLE: code 0 pauses a stream, code 1 resumes it. */
@@ -91,17 +92,16 @@ static void clock_hangup(nsv_server *s, uint64_t conn)
     nsv_reply_end(s, conn);
 }
 
-/* Called after every poll: one tick whenever the second has changed. */
+/* Called after every poll: each stream gets a tick once its second is past. */
 static void clock_tick(nsv_server *s)
 {
     time_t now = clock_now();
-    if (now == clock_last)
-        return;
-    clock_last = now;
     for (int i = 0; i < nclocks;) {
-        int r = clocks[i].paused ? 0 : clock_send(s, clocks[i].conn, now);
+        struct clock_stream *c = &clocks[i];
+        int r = c->paused || c->sent == now ? 0 : clock_send(s, c->conn, now);
+        c->sent = now; /* a paused or refused stream skips this second */
         if (r < 0 && r != NSV_EAGAIN)
-            clocks[i] = clocks[--nclocks]; /* gone (its CLOSE may still be queued) */
+            *c = clocks[--nclocks]; /* gone (its CLOSE may still be queued) */
         else
             i++;
     }

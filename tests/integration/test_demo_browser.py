@@ -85,13 +85,16 @@ def start_chromium(tmp):
     if not exe:
         return None, None, None
     profile = os.path.join(tmp, "profile")
-    log = open(os.path.join(tmp, "chromium.log"), "wb")
-    proc = subprocess.Popen([exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                             "--no-default-browser-check", "--disable-extensions",
-                             "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
-                             "--user-data-dir=" + profile, "--window-size=1000,1500", "about:blank"],
-                            stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-    log.close()
+    with open(os.path.join(tmp, "chromium.log"), "wb") as log:
+        try:
+            proc = subprocess.Popen([exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                                     "--no-default-browser-check", "--disable-extensions",
+                                     "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
+                                     "--user-data-dir=" + profile, "--window-size=1000,1500", "about:blank"],
+                                    stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        except OSError as e:
+            log.write(("cannot start %s: %s\n" % (exe, e)).encode())
+            return None, None, None
     # Chromium writes the port it picked and the browser's path here once it listens.
     active = os.path.join(profile, "DevToolsActivePort")
     deadline = time.monotonic() + WAIT

@@ -202,7 +202,7 @@ async def drive(port, browser_path, base, tmp, upload_path, upload_sha):
                 check(await page.wait_js("document.getElementById('ws-log').textContent.includes(%s)"
                                          % json.dumps("echo: " + msg)), "WebSocket message echoed")
             except Exception as e:  # a broken protocol step fails the test, with the screenshot
-                check(False, "DevTools session", repr(e))
+                check(False, "DevTools protocol steps", repr(e))
             shot = os.path.join(tmp, "failed.png" if failed else "page.png")
             if failed or os.environ.get("NSV_KEEP_TMP"):
                 try:

@@ -88,7 +88,8 @@ def start_chromium(tmp):
     with open(os.path.join(tmp, "chromium.log"), "wb") as log:
         try:
             proc = subprocess.Popen([exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                                     "--no-default-browser-check", "--disable-extensions",
+                                     "--no-default-browser-check", "--disable-extensions", "--disable-dev-shm-usage",
+                                     "--no-proxy-server",
                                      "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
                                      "--user-data-dir=" + profile, "--window-size=1000,1500", "about:blank"],
                                     stdout=log, stderr=log, stdin=subprocess.DEVNULL)

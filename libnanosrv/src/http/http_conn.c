@@ -368,8 +368,8 @@ static void process_scratch(nsv__loop *l, nsv__conn *c, char *data, size_t n)
             done += used;
             continue;
         }
-        if (c->state != NSV__C_READ)
-            break;
+        if (c->state != NSV__C_READ || c->file_on)
+            break; /* (after a file, the rest waits in `in` until it is sent) */
         size_t consumed = 0;
         int r = handle(l, c, data + done, n - done, &consumed);
         if (r == H_ERROR || !c->proto)

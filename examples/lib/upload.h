@@ -1,4 +1,4 @@
-/* upload.h - echo-server's POST /upload: a multipart/form-data body parsed
+/* upload.h - POST /upload of the echo-server and the demo: a multipart/form-data body parsed
  * while it streams in (NSV_ROUTE_STREAM_BODY + nsv_multipart_*), each part
  * hashed as it passes, so a file of any size costs one read of memory.
  * Answers a JSON array, one object per part in order:

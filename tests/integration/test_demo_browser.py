@@ -92,7 +92,7 @@ def start_chromium(tmp):
                                      "--no-proxy-server",
                                      "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
                                      "--user-data-dir=" + profile, "--window-size=1000,1500", "about:blank"],
-                                    stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+                                    stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as e:
             log.write(("cannot start %s: %s\n" % (exe, e)).encode())
             return None, None, None
@@ -112,13 +112,20 @@ def start_chromium(tmp):
 
 
 def stop(proc):
-    if proc and proc.poll() is None:
+    """Stops Chromium, then any helper process it left in its process group."""
+    if not proc:
+        return
+    if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the group Chromium leads (start_new_session)
+    except ProcessLookupError:
+        pass
 
 
 async def drive(port, browser_path, base, tmp, upload_path, upload_sha):

@@ -119,7 +119,7 @@ local ENOBUFS, ESTOPPED, ENOTFOUND = C.NSV_ENOBUFS, C.NSV_ESTOPPED, C.NSV_ENOTFO
 local EVF_KEEPALIVE, EVF_HEAD, EVF_HTTP10 = C.NSV_EVF_KEEPALIVE, C.NSV_EVF_HEAD, C.NSV_EVF_HTTP10
 local EVF_CHUNKED, EVF_UPGRADE, EVF_TLS = C.NSV_EVF_CHUNKED, C.NSV_EVF_UPGRADE, C.NSV_EVF_TLS
 local EVF_EOF, EVF_STREAM_BODY, EV_BODY = C.NSV_EVF_EOF, C.NSV_EVF_STREAM_BODY, C.NSV_EV_BODY
-local ECLOSED, ESTALE = C.NSV_ECLOSED, C.NSV_ESTALE
+local ECLOSED, ESTALE, EAGAIN, EINVAL = C.NSV_ECLOSED, C.NSV_ESTALE, C.NSV_EAGAIN, C.NSV_EINVAL
 
 M.TEXT, M.BINARY, M.PING, M.PONG = C.NSV_WS_TEXT, C.NSV_WS_BINARY, C.NSV_WS_PING, C.NSV_WS_PONG
 -- Error codes by name without the prefix: M.errors.ESTALE == C.NSV_ESTALE.
@@ -453,6 +453,10 @@ req_fields.body_len = function(r)
     return (req_ev(r)).body_len
 end
 req_fields.streamed = function(r) return r._body ~= false end
+-- Streamed body: bytes received and not read yet, and whether reading the
+-- socket is paused because of them.
+req_fields.body_queued = function(r) local b = r._body; return b and b.qbytes or 0 end
+req_fields.body_paused = function(r) local b = r._body; return b and b.paused or false end
 req_fields.port = function(r) return (req_ev(r)).peer_port end
 req_fields.route = function(r) return (req_ev(r)).route end
 req_fields.conn = function(r) return (req_ev(r)).conn end
@@ -766,12 +770,26 @@ local function wait_writable(self)
     end
 end
 
+-- Queue output with f(h, conn, ...); in a coroutine handler wait first
+-- while the client is behind, and wait again on NSV_EAGAIN (output at its
+-- cap before the high-water event could be seen: the handler has not
+-- yielded since). The low-water event follows, as the queue is past high.
+local function paced(self, f, ...)
+    if self._blocked then wait_writable(self) end
+    local h = srv_handle(self._s)
+    local r = f(h, self._c, ...)
+    for _ = 1, math.huge do
+        if r ~= EAGAIN or not in_coroutine() or self._closed then return r end
+        self._blocked = true
+        if not wait_writable(self) then return ESTALE end
+        r = f(srv_handle(self._s), self._c, ...)
+    end
+end
+
 -- In a coroutine handler, write waits while the client is behind.
 function Res:write(chunk)
     chunk = body_arg(chunk, 1, "write")
-    if self._blocked then wait_writable(self) end
-    local h = srv_handle(self._s)
-    check(C.nsv_send_chunk(h, self._c, chunk, #chunk), "send_chunk", self._s)
+    check(paced(self, C.nsv_send_chunk, chunk, #chunk), "send_chunk", self._s)
 end
 
 -- Add a Set-Cookie line to the answer (see nanosrv.cookie for opts).
@@ -853,14 +871,15 @@ function SSE:send(ev)
     if retry ~= nil and type(retry) ~= "number" then argerr(1, "send", "retry must be a number (ms)") end
     if res._st ~= STREAMING or not wait_writable(res) or res._st ~= STREAMING then return nil, "closed" end
     local s = res._s
-    local h = srv_handle(s)
-    local r = C.nsv_sse_send(h, res._c, event, event and #event or 0, id, id and #id or 0,
-                             data, data and #data or 0, retry or -1)
-    if r == ESTALE then return nil, "closed" end
+    local r = paced(res, C.nsv_sse_send, event, event and #event or 0, id, id and #id or 0,
+                    data, data and #data or 0, retry or -1)
+    if r == ESTALE or res._closed then return nil, "closed" end
     if r < 0 then
-        local d = ffi.string(C.nsv_last_error_detail(nil))
         local msg = errmsg(r, "sse_send", s)
-        if d ~= "" and not msg:find(d, 1, true) then msg = msg .. ": " .. d end
+        if r == EINVAL then -- the formatter's detail is kept per thread
+            local d = ffi.string(C.nsv_last_error_detail(nil))
+            if d ~= "" and not msg:find(d, 1, true) then msg = msg .. ": " .. d end
+        end
         error(msg, 2)
     end
     return not res._blocked
@@ -875,9 +894,9 @@ function SSE:comment(text)
     if n < 0 then error(errmsg_nosrv(tonumber(n), "sse_comment"), 2) end
     local buf = scratch_buf(tonumber(n) + 1)
     n = C.nsv_sse_comment(text, #text, buf, scratch_cap)
-    local h = srv_handle(res._s)
-    local r = C.nsv_send_chunk(h, res._c, buf, n)
-    if r == ESTALE then return nil, "closed" end
+    local line = ffi.string(buf, n) -- the scratch buffer may be reused while paced waits
+    local r = paced(res, C.nsv_send_chunk, line, #line)
+    if r == ESTALE or res._closed then return nil, "closed" end
     check(r, "sse_comment", res._s)
     return not res._blocked
 end

@@ -240,9 +240,9 @@ function M.parts(source, opts)
     end
     local p, msg, status = M.new(ct, opts)
     if not p then error(http_error(status, msg), 2) end
-    local queue, qh, input_done = {}, 1, false
+    local queue, qh, qn, input_done = {}, 1, 0, false
     local function next_record()
-        while qh > #queue do
+        while qh > qn do
             if input_done then return nil end
             local chunk = next_chunk()
             if chunk == nil then
@@ -251,6 +251,7 @@ function M.parts(source, opts)
                 return nil
             end
             queue, qh = p:feed(chunk), 1
+            qn = #queue -- counted before records are taken out (# of a table with holes is any border)
         end
         local rec = queue[qh]
         queue[qh] = nil

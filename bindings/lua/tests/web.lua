@@ -135,6 +135,22 @@ srv:route("GET", "/forever", function(_, res)
     end
 end, { coroutine = true })
 
+-- Static files: a mount served in C and send_file from a handler.
+local dir = os.tmpname()
+os.remove(dir)
+assert(os.execute("mkdir -p " .. dir .. "/sub") == 0 or true)
+local function put(name, data) local f = assert(io.open(dir .. "/" .. name, "wb")); f:write(data); f:close() end
+put("a.txt", "hello static\n")
+put("sub/page.html", "<p>hi</p>")
+put(".secret", "no")
+srv:static("/static/", dir, { cache_control = "max-age=60" })
+srv:route("GET", "/file/*", function(req, res)
+    local ok, why = res:send_file(req.params["*"], { root = dir, headers = { ["X-From"] = "handler" } })
+    if not ok then res:send(404, "custom miss: " .. why) end
+end)
+srv:route("GET", "/abs", function(_, res) res:send_file(dir .. "/a.txt", { status = 203 }) end)
+local bad_static = { pcall(srv.static, srv, "/x/", dir, { sparkle = true }) }
+
 local c = T.connect(port, pump)
 
 -- Streamed bodies ----------------------------------------------------------
@@ -346,6 +362,38 @@ do
     T.ok(seen.forever_sent and seen.forever_sent < 100000, "only what the client could take was sent (" ..
          tostring(seen.forever_sent) .. " events)")
 end
+
+-- Static files --------------------------------------------------------------
+do
+    r = c:request(T.req("GET", "/static/a.txt"))
+    T.is(r and r.body, "hello static\n", "static mount serves a file")
+    T.like(r and r.headers["content-type"], "^text/plain", "static: content type from the name")
+    T.is(r and r.headers["cache-control"], "max-age=60", "static: cache_control option")
+    local etag = r and r.headers.etag
+    r = c:request(T.req("GET", "/static/a.txt", nil, "If-None-Match: " .. tostring(etag) .. "\r\n"))
+    T.is(r and r.status, 304, "static: If-None-Match gives 304")
+    r = c:request(T.req("GET", "/static/a.txt", nil, "Range: bytes=0-4\r\n"))
+    T.ok(r and r.status == 206 and r.body == "hello", "static: a range gives 206")
+    r = c:request(T.req("GET", "/static/.secret"))
+    T.is(r and r.status, 404, "static: dot files are 404 by default")
+    r = c:request(T.req("GET", "/static/../web.lua"))
+    T.is(r and r.status, 404, "static: no way out of the directory")
+    r = c:request(T.req("GET", "/file/sub/page.html"))
+    T.is(r and r.body, "<p>hi</p>", "send_file under a root")
+    T.ok(r and r.headers["x-from"] == "handler" and r.headers["content-type"]:find("^text/html"),
+         "send_file: the handler's headers and the guessed type")
+    r = c:request(T.req("GET", "/file/sub/page.html", nil, "Range: bytes=3-\r\n"))
+    T.ok(r and r.status == 206 and r.body == "hi</p>", "send_file honours Range from the request")
+    r = c:request(T.req("GET", "/file/nope.txt"))
+    T.ok(r and r.status == 404 and r.body == "custom miss: not found", "send_file of a missing file: nil, 'not found'")
+    r = c:request(T.req("GET", "/abs"))
+    T.ok(r and r.status == 203 and r.body == "hello static\n", "send_file of a file system path with a status")
+    T.ok(bad_static[1] == false and tostring(bad_static[2]):find("unknown option 'sparkle'"),
+         "static: unknown option raises", tostring(bad_static[2]))
+    T.like(nanosrv.mime_type("index.html"), "^text/html", "mime_type")
+    T.ok(nanosrv.static_flags.list and nanosrv.static_flags.dotfiles, "static flags by name")
+end
+os.execute("rm -rf " .. dir)
 
 c:close()
 srv:close()

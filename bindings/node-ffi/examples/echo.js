@@ -50,7 +50,7 @@ async function main() {
     srv = nanosrv.createServer({ backend: args.backend, threads: args.threads, ...opts }, (req, res) => {
       if (args.busyUs) spin(args.busyUs);
       res.setHeader('Content-Type', 'application/json');
-      res.end(JSON.stringify({ method: req.method, path: clip(req.path), query: clip(req.query), body_len: req.bodyLength }));
+      res.end(JSON.stringify({ method: req.method, path: clip(req.path), query: clip(req.querystring), body_len: req.bodyLength }));
     });
   } catch (e) {
     process.stderr.write(`echo.js: ${e.message}\n`);

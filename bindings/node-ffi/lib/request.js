@@ -191,10 +191,12 @@ class Request extends Readable {
   _abort() {
     if (this.aborted) return;
     this.aborted = true;
-    this.emit('aborted');
     const e = new Error('aborted');
     e.code = 'ECONNRESET';
     this.destroy(e);
+    // After destroy: stream.finished() takes 'aborted' on a stream that
+    // has an `aborted` field as a premature close unless the error is set.
+    this.emit('aborted');
   }
 
   // Like IncomingMessage: 'error' only reaches listeners (stream consumers

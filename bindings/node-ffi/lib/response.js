@@ -34,6 +34,8 @@ class Response {
     this.writableEnded = false;
     this.destroyed = false; // the connection closed before the reply
     this.writableNeedDrain = false; // write() returned false: wait for 'drain'
+    this._unacked = 0;
+    this._over = false;
     this._stream = false;
     this._sse = null;
     this._on = null;
@@ -105,12 +107,34 @@ class Response {
       this._stream = true;
       this.headersSent = true;
     }
-    if (chunk != null && chunk.length) this._srv._sendChunk(this, chunk);
+    if (chunk != null && chunk.length) {
+      this._srv._sendChunk(this, chunk);
+      this._sent(chunk.length);
+    }
     return !this.writableNeedDrain;
+  }
+
+  // Bytes sent since the library last said where the output stands. On a
+  // sharded server TCP_WRITABLE comes back a turn later, so a tight loop
+  // of sends could pass the high water mark (and the output cap, which
+  // closes the connection) before write() says so: after one high water
+  // mark of sends without news, write() returns false; 'drain' follows a
+  // turn later unless the library reported the output over the mark
+  // meanwhile (then at its code 1, as usual).
+  _sent(n) {
+    this._unacked += n;
+    if (!this.writableNeedDrain && this._unacked >= this._srv._highWater()) {
+      this.writableNeedDrain = true;
+      setImmediate(() => {
+        if (!this._over && this.writableNeedDrain && !this.destroyed) this._writable(true);
+      });
+    }
   }
 
   // TCP_WRITABLE from the library: false past the high water mark, true once drained.
   _writable(ok) {
+    this._over = !ok;
+    this._unacked = 0;
     this.writableNeedDrain = !ok;
     if (ok) {
       if (this._sse) this._sse._drained();

@@ -63,6 +63,7 @@ class EventStream extends EventEmitter {
     const r = srv._sseSend(this._res, ev, id, db, retry);
     if (r === C.NSV_ESTALE) { this._gone(); return false; }
     if (r === C.NSV_EAGAIN) { this._queue.push(this._format(ev, id, db, retry)); return false; }
+    this._res._sent((db ? db.length : 0) + (ev ? ev.length : 0) + (id ? id.length : 0) + 16);
     return !this._res.writableNeedDrain;
   }
 
@@ -101,6 +102,7 @@ class EventStream extends EventEmitter {
     const r = this._res._srv._trySend(this._res, buf);
     if (r === C.NSV_ESTALE) { this._gone(); return false; }
     if (r === C.NSV_EAGAIN) { this._queue.push(buf); return false; }
+    this._res._sent(buf.length);
     return !this._res.writableNeedDrain;
   }
 
@@ -109,10 +111,10 @@ class EventStream extends EventEmitter {
       const r = this._res._srv._trySend(this._res, this._queue[0]);
       if (r === C.NSV_EAGAIN) return; // the next drain goes on
       if (r === C.NSV_ESTALE) { this._gone(); return; }
-      this._queue.shift();
+      this._res._sent(this._queue.shift().length);
     }
     if (this._ending && !this.ended) { this._finish(); return; }
-    if (!this.closed) this.emit('drain');
+    if (!this.closed && !this._res.writableNeedDrain) this.emit('drain');
   }
 
   _finish() {

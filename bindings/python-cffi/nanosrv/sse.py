@@ -12,6 +12,8 @@ output is still under the high water mark; on_drain(fn) says when to go
 on. A client that leaves stops the stream: send() and asend() raise
 nanosrv.Disconnected, and `closed` turns true.
 """
+import asyncio
+
 from ._conn import to_bytes
 from ._ffi import ffi, lib
 from .errors import Disconnected, check, error
@@ -94,6 +96,11 @@ class EventStream:
     async def drain(self):
         """asyncio: wait while the client is behind; Disconnected if it leaves."""
         c = self._c
+        if not c._blocked:
+            # Queued output leaves, and the water marks are learnt, only when
+            # the host polls: give it that turn, or a writer that never has
+            # to wait would fill the queue up to max_output without pause.
+            await asyncio.sleep(0)
         while c._blocked and not (c._closed or c._hangup):
             loop = c._m._loop
             if loop is None:

@@ -80,6 +80,7 @@ void nsv_server_free(nsv_server *s)
     for (int i = 0; i < s->nloops; i++)
         nsv__loop_free(s->loops[i]);
     nsv__router_free(s->router);
+    nsv__static_free(s);
     nsv__tls_server_free(s);
     nsv__alloc a = s->alloc;
     nsv__free(&a, s);

@@ -1,7 +1,6 @@
 """Server-sent events (conn.sse_start -> EventStream): fields parsed by an
 EventSource-style client reading over http.client, asend() waiting while
 the client is behind, and a client that leaves stopping the stream."""
-import asyncio
 import http.client
 import logging
 import select

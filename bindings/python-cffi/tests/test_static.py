@@ -73,8 +73,8 @@ class Static(unittest.TestCase):
             self.assertIn(b"one.css", listing)
             self.assertEqual(get(p, "/ft/a.txt")[2], b"0123456789")
             self.assertEqual(get(p, "/ft/nothing")[2], b"route got /ft/nothing")
-            out = subprocess.run(["curl", "-s", "-o", "-", "-w", "%{http_code}", "http://127.0.0.1:%d/s/list/one.css" % p],
-                                 capture_output=True, timeout=30).stdout
+            out = subprocess.run(["curl", "-s", "-o", "-", "-w", "%{http_code}",
+                                  "http://127.0.0.1:%d/s/list/one.css" % p], capture_output=True, timeout=30).stdout
             self.assertEqual(out, b"body{}200")
 
     def test_send_file(self):

@@ -89,6 +89,8 @@ class Manager:
         # Bytes of a streamed body buffered for a consumer that lags before
         # reading from the client pauses (see nanosrv.stream).
         self.body_buffer = 1 << 20
+        self._later = []            # streamed requests waiting for the end of their batch
+        self._stream_all = False    # the stream_body option is on: every handler may stream
 
     def _set_arena(self, cap):
         self._arena = ffi.new("char[]", cap)
@@ -112,7 +114,7 @@ class Manager:
             self._listen_fns.append(_not_found)
             self._listen_ws.append(None)
             self._listen_events.append(None)
-        self._listen_fns[lid] = fn
+        self._listen_fns[lid] = self._streaming(fn) if self._stream_all else fn
         self._listen_ws[lid] = ws
         self._listen_events[lid] = events
         return Listener(lid, lib.nsv_listener_port(srv, lid), url)
@@ -155,7 +157,8 @@ class Manager:
         rid = len(self._route_fns)
         flags = (lib.NSV_ROUTE_WEBSOCKET if websocket else 0) | (lib.NSV_ROUTE_STREAM_BODY if stream else 0)
         check(lib.nsv_route(srv, m, len(m), p, len(p), rid, flags), srv)
-        self._route_fns.append(_upgrade_required if websocket else handler)
+        self._route_fns.append(_upgrade_required if websocket else
+                               self._streaming(handler) if stream or self._stream_all else handler)
         self._route_ws.append(handler if websocket else None)
         return handler
 
@@ -197,6 +200,11 @@ class Manager:
             check(lib.nsv_set_str(srv, opt, v, len(v)), srv)
         else:
             check(lib.nsv_set_int(srv, opt, value), srv)
+            if opt == lib.NSV_OPT_STREAM_BODY and value and not self._stream_all:
+                # Every request body may now stream: wrap what is registered.
+                self._stream_all = True
+                self._listen_fns = [self._streaming(f) for f in self._listen_fns]
+                self._route_fns = [f if f is _upgrade_required else self._streaming(f) for f in self._route_fns]
 
     def get_option(self, name):
         srv = self._live()
@@ -316,9 +324,8 @@ class Manager:
         routes = self._route_fns
         listeners = self._listen_fns
         # Locals: the loop runs once per event.
-        i_type, i_conn, i_route, i_flags, ev_request, message, refs = (
-            TYPE, CONN, ROUTE, FLAGS, _EV_REQUEST, HttpMessage, _getrefcount)
-        later = None
+        i_type, i_conn, i_route, ev_request, message, refs = (
+            TYPE, CONN, ROUTE, _EV_REQUEST, HttpMessage, _getrefcount)
         for off in range(0, n * EVENT_SIZE, EVENT_SIZE):
             e = unpack(evb, off)
             if e[i_type] != ev_request:
@@ -329,23 +336,10 @@ class Manager:
             if c is None:
                 c = conns[cid] = Connection(self, cid)
             c._pending = True
-            if c._hdrs:  # set_cookie lines of an earlier request that got no reply
-                c._hdrs = b""
             msg = message(arena, e, c)
             r = e[i_route]
-            fn = routes[r] if r >= 0 else listeners[e[LISTENER]]
-            if e[i_flags] & EVF_STREAM_BODY:
-                # The body follows in BODY events. The handler runs after
-                # this batch, whose BODY events then are in the stream, and
-                # a synchronous reader may poll for more (nanosrv.stream).
-                c._body = BodyStream(c, self.body_buffer)
-                msg._freeze()
-                if later is None:
-                    later = []
-                later.append((fn, c, msg))
-                continue
             try:
-                res = fn(c, msg)
+                res = (routes[r] if r >= 0 else listeners[e[LISTENER]])(c, msg)
                 if res is not None:
                     self._result(c, msg, res)
             except Exception:
@@ -354,14 +348,38 @@ class Manager:
             # (stored, or held by a coroutine) gets its own copy now.
             if refs(msg) > 2:
                 msg._freeze()
-        if later is not None:
-            for fn, c, msg in later:
-                try:
-                    res = fn(c, msg)
-                    if res is not None:
-                        self._result(c, msg, res)
-                except Exception:
-                    self._failed(c, msg)
+        if self._later:
+            self._run_later()
+
+    def _streaming(self, fn):
+        """fn wrapped for requests whose body may stream: such a request is
+        handed to fn after the rest of its batch, whose BODY events then are
+        in the stream, and a synchronous reader may poll for more
+        (nanosrv.stream). Only routes (and listeners) that can stream pay
+        for the check."""
+        if getattr(fn, "_nsv_streaming", False):
+            return fn
+        later = self._later
+
+        def streaming(c, msg):
+            if msg._e[FLAGS] & EVF_STREAM_BODY:
+                c._body = BodyStream(c, self.body_buffer)
+                later.append((fn, c, msg))
+                return None
+            return fn(c, msg)
+        streaming._nsv_streaming = True
+        return streaming
+
+    def _run_later(self):
+        later = self._later
+        while later:
+            fn, c, msg = later.pop(0)
+            try:
+                res = fn(c, msg)
+                if res is not None:
+                    self._result(c, msg, res)
+            except Exception:
+                self._failed(c, msg)
 
     def _result(self, c, msg, res):
         if inspect.isawaitable(res):
@@ -391,6 +409,7 @@ class Manager:
             log.exception("handler failed for %s %s", _safe(lambda: msg.method), _safe(lambda: msg.uri))
             status, hdr, body = 500, _JSON_HDR, _ERR_500
         if c._pending and not c._closed:
+            c._hdrs = b""  # cookies the failed handler set do not go out with its error answer
             try:
                 c.http_reply(status, hdr, body)
             except Exception:

@@ -149,11 +149,12 @@ class Sync(unittest.TestCase):
         # The option streams every request's body.
         m = nanosrv.Manager()
         m.set_option("stream_body", 1)
-        m.http_listen("http://127.0.0.1:0")
-        lst = m.http_listen("http://127.0.0.1:0")
-        m._listen_fns[lst.id] = lambda c, msg: (200, b"%d:%s" % (msg.body_len, msg.stream.read()))
+        m.route("POST", "/routed", lambda c, msg: (200, b"routed %s" % msg.stream.read()))
+        m.set_option("stream_body", 1)  # after the route: registered handlers stream too
+        lst = m.http_listen("http://127.0.0.1:0", lambda c, msg: (200, b"%d:%s" % (msg.body_len, msg.stream.read())))
         with _tap.ServerThread(m):
             self.assertEqual(post(lst.port, "/any", b"abcdef"), (200, b"0:abcdef"))
+            self.assertEqual(post(lst.port, "/routed", b"xyz"), (200, b"routed xyz"))
 
     def test_early_answer_before_the_body(self):
         m = nanosrv.Manager()

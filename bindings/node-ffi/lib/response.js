@@ -115,20 +115,25 @@ class Response {
   }
 
   // Bytes sent since the library last said where the output stands. On a
-  // sharded server TCP_WRITABLE comes back a turn later, so a tight loop
-  // of sends could pass the high water mark (and the output cap, which
-  // closes the connection) before write() says so: after one high water
-  // mark of sends without news, write() returns false; 'drain' follows a
-  // turn later unless the library reported the output over the mark
-  // meanwhile (then at its code 1, as usual).
+  // sharded server TCP_WRITABLE comes back a turn later (later still when
+  // the worker thread is short of CPU), so a tight loop of sends could pass
+  // the high water mark, and the output cap that closes the connection,
+  // before write() says so. After one high water mark of sends without
+  // news, write() returns false, and 'drain' follows a turn later (at once
+  // if the library reports meanwhile). Sends without news are counted
+  // across those turns: past a quarter of NSV_OPT_MAX_OUTPUT (a sixteenth
+  // of what a worker accepts from another thread) the next 'drain' waits
+  // for the library's report or 20 ms, so a worker that is not running
+  // cannot be buried.
   _sent(n) {
     this._unacked += n;
-    if (!this.writableNeedDrain && this._unacked >= this._srv._highWater()) {
-      this.writableNeedDrain = true;
-      setImmediate(() => {
-        if (!this._over && this.writableNeedDrain && !this.destroyed) this._writable(true);
-      });
-    }
+    if (this.writableNeedDrain || this._unacked < this._srv._highWater()) return;
+    this.writableNeedDrain = true;
+    const guess = () => {
+      if (!this._over && this.writableNeedDrain && !this.destroyed) this._drained();
+    };
+    if (this._unacked < this._srv._maxOutput() / 4) setImmediate(guess);
+    else setTimeout(guess, 20);
   }
 
   // TCP_WRITABLE from the library: false past the high water mark, true once drained.
@@ -136,10 +141,13 @@ class Response {
     this._over = !ok;
     this._unacked = 0;
     this.writableNeedDrain = !ok;
-    if (ok) {
-      if (this._sse) this._sse._drained();
-      this._emit('drain');
-    }
+    if (ok) this._drained();
+  }
+
+  _drained() {
+    this.writableNeedDrain = false;
+    if (this._sse) this._sse._drained();
+    this._emit('drain');
   }
 
   // Set-Cookie as Express's res.cookie(name, value, { maxAge (ms), expires,

@@ -87,14 +87,20 @@ class Server extends EventEmitter {
     const nb = Buffer.from(snake(name));
     const id = check(this._f.nsv_opt_by_name(nb, nb.length), `unknown option '${name}'`);
     check(this._f.nsv_set_int(this._h, id, typeof value === 'boolean' ? +value : value), () => `option ${name}=${value}`);
-    this._hw = undefined;
+    this._hw = this._mo = undefined;
     return this;
   }
 
-  // NSV_OPT_TCP_HIGH_WATER, cached (streams pace themselves with it).
+  // NSV_OPT_TCP_HIGH_WATER and NSV_OPT_MAX_OUTPUT, cached (streams pace
+  // themselves with them).
   _highWater() {
     if (this._hw === undefined) this._hw = Number(this._f.nsv_get_int(this._h, C.NSV_OPT_TCP_HIGH_WATER)) || 65536;
     return this._hw;
+  }
+
+  _maxOutput() {
+    if (this._mo === undefined) this._mo = Number(this._f.nsv_get_int(this._h, C.NSV_OPT_MAX_OUTPUT)) || 4194304;
+    return this._mo;
   }
 
   getOption(name) {

@@ -3,7 +3,7 @@
  *   echo-server --port N [--threads N] [--busy-us N] [--routes N] [--callback|--pull]
  *               [--accept reuseport|handoff]
  *               [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]
- *               [--max-body N] [--max-header-bytes N]
+ *               [--max-body N] [--max-header-bytes N] [--gzip MIN]
  *               [--cert FILE --key FILE [--ca FILE | --ca-optional FILE]]
  *
  * Prints "listening on PORT" once ready. POST|PUT /echo answers the body
@@ -16,6 +16,8 @@
  * --ca asks for client certificates signed by that CA (--ca-optional lets
  * clients without one in); the JSON then also names the SNI and the
  * verified client subject.
+ * --gzip MIN compresses replies of at least MIN bytes for clients that
+ * accept gzip (NSV_OPT_GZIP_MIN_SIZE; the JSON answers qualify).
  * SIGTERM/SIGINT drain: in-flight requests finish, then it exits 0. */
 #include <nanosrv.h>
 #include <signal.h>
@@ -178,7 +180,7 @@ int main(int argc, char **argv)
     struct { const char *flag, *opt, *val; } opts[] = {
         {"--request-timeout-ms", "request_timeout_ms", NULL}, {"--idle-timeout-ms", "idle_timeout_ms", NULL},
         {"--max-conns", "max_conns", NULL}, {"--max-body", "max_body", NULL},
-        {"--max-header-bytes", "max_header_bytes", NULL},
+        {"--max-header-bytes", "max_header_bytes", NULL}, {"--gzip", "gzip_min_size", NULL},
     };
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -207,7 +209,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "usage: %s --port N [--threads N] [--busy-us N] [--routes N] [--callback|--pull]\n"
                             "       [--accept reuseport|handoff]\n"
                             "       [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]\n"
-                            "       [--max-body N] [--max-header-bytes N]\n"
+                            "       [--max-body N] [--max-header-bytes N] [--gzip MIN]\n"
                             "       [--cert FILE --key FILE [--ca FILE | --ca-optional FILE]]\n", argv[0]);
             return 2;
         }

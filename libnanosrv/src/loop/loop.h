@@ -140,6 +140,8 @@ struct nsv__conn {
     uint8_t continue_wait;  /* Expect: 100-continue, answered at the next turn unless replied */
     int64_t bs_left;        /* Content-Length bytes still to come; -1 chunked */
     uint64_t bs_total;      /* bytes delivered (max_body) */
+    uint8_t gzip_ok;        /* the current request accepts gzip (noted only with NSV_OPT_GZIP_MIN_SIZE) */
+    void *gz;               /* streamed reply: its deflate stream (http/gzip.c) */
 };
 
 typedef struct nsv__listener {
@@ -230,6 +232,8 @@ struct nsv_server {
     int64_t tcp_high_water, tcp_low_water, connect_timeout_ms, shard_accept;
     int64_t tls_verify_client, tls_verify_server;
     int64_t stream_body;  /* NSV_OPT_STREAM_BODY */
+    int64_t gzip_min_size, gzip_level; /* NSV_OPT_GZIP_MIN_SIZE (0 off), NSV_OPT_GZIP_LEVEL */
+    char *gzip_types;     /* NSV_OPT_GZIP_TYPES, normalised (http/gzip.c); NULL: the default list */
     int stream_routes;    /* some route has NSV_ROUTE_STREAM_BODY */
     atomic_llong tls_failures; /* handshakes that failed */
     void *tls;           /* TLS option strings (tls/tls.c) */

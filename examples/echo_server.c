@@ -10,7 +10,9 @@
  * byte for byte; /ws is a WebSocket echo (messages up to 16 MiB, no
  * extensions); POST /upload parses a multipart/form-data body while it
  * streams in and answers one JSON object per part (name, filename,
- * content_type, size, sha256; lib/upload.h); everything else gets a JSON
+ * content_type, size, sha256; lib/upload.h); GET /sse?n=N streams N
+ * server-sent events with data "0" ... "N-1" and ends (N up to ten million,
+ * paced by TCP_WRITABLE; lib/sse_count.h); everything else gets a JSON
  * description of the request.
  * With --cert and --key it serves https and wss instead of http and ws;
  * --ca asks for client certificates signed by that CA (--ca-optional lets
@@ -26,9 +28,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "lib/sse_count.h"
 #include "lib/upload.h"
 
-enum { ROUTE_ECHO = 1, ROUTE_WS = 2, ROUTE_UPLOAD = 3, ROUTE_DUMMY = 100 };
+enum { ROUTE_ECHO = 1, ROUTE_WS = 2, ROUTE_UPLOAD = 3, ROUTE_SSE = 4, ROUTE_DUMMY = 100 };
 
 static nsv_server *srv;
 static volatile sig_atomic_t got_signal;
@@ -110,14 +113,24 @@ static void handle(nsv_server *s, const nsv_event *ev, const char *a)
         upload_body(s, ev, a);
         return;
     }
-    if (ev->type == NSV_EV_CLOSE || ev->type == NSV_EV_ERROR) {
-        upload_gone(ev->conn);
+    if (ev->type == NSV_EV_TCP_WRITABLE) { /* a paced GET /sse stream */
+        sse_writable(s, ev);
+        return;
+    }
+    if (ev->type == NSV_EV_CLOSE || ev->type == NSV_EV_ERROR || ev->type == NSV_EV_HANGUP) {
+        if (ev->type != NSV_EV_HANGUP)
+            upload_gone(ev->conn);
+        sse_gone(s, ev);
         return;
     }
     if (ev->type != NSV_EV_REQUEST)
         return;
     if (ev->route == ROUTE_UPLOAD) {
         upload_begin(s, ev, a);
+        return;
+    }
+    if (ev->route == ROUTE_SSE) {
+        sse_begin(s, ev, a);
         return;
     }
     if (busy_us)
@@ -229,6 +242,7 @@ int main(int argc, char **argv)
     nsv_route(srv, "PUT", 3, "/echo", 5, ROUTE_ECHO, 0);
     nsv_route(srv, "GET", 3, "/ws", 3, ROUTE_WS, NSV_ROUTE_WEBSOCKET);
     nsv_route(srv, "POST", 4, "/upload", 7, ROUTE_UPLOAD, NSV_ROUTE_STREAM_BODY);
+    nsv_route(srv, "GET", 3, "/sse", 4, ROUTE_SSE, 0);
     for (int i = 0; i < routes; i++) {
         char pat[64];
         int n = snprintf(pat, sizeof pat, "/dummy/%d/:id", i);

@@ -302,8 +302,6 @@ static void request_done(nsv__loop *l, nsv__conn *c)
 {
     c->served = 1;
     c->unwritable = 0;
-    if (c->gz)
-        nsv__gzip_stream_free(l, c);
     c->held = 0; /* answered: the next pipelined request may hold it again */
     c->bstream = 0;   /* the rest of a streamed body is not delivered (the connection closes) */
     c->continue_wait = 0;
@@ -423,14 +421,16 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
     unsigned seen = hs.seen;
     if (stream && c->http10 && (seen & HAS_TE)) /* not chunked: the host's chunked line would lie */
         ed[ne++] = (hedit){hs.te_off, hs.te_len, "", 0};
-    if (gz == GZ_ON && !stream && (seen & HAS_CL)) { /* replaced by the compressed length */
-        ed[ne++] = (hedit){hs.cl_off, hs.cl_len, "", 0};
-        seen &= ~(unsigned)HAS_CL;
+    if (gz) {
+        if (gz == GZ_ON && !stream && (seen & HAS_CL)) { /* replaced by the compressed length */
+            ed[ne++] = (hedit){hs.cl_off, hs.cl_len, "", 0};
+            seen &= ~(unsigned)HAS_CL;
+        }
+        if ((seen & (HAS_VARY | VARY_AE)) == HAS_VARY)
+            ed[ne++] = (hedit){hs.vary_end, 0, ", Accept-Encoding", 17};
+        if (gz == GZ_ON && (seen & ETAG_STRONG)) /* other bytes than the entity's (nginx does the same) */
+            ed[ne++] = (hedit){hs.etag_off, 0, "W/", 2};
     }
-    if (gz && (seen & (HAS_VARY | VARY_AE)) == HAS_VARY)
-        ed[ne++] = (hedit){hs.vary_end, 0, ", Accept-Encoding", 17};
-    if (gz == GZ_ON && (seen & ETAG_STRONG)) /* other bytes than the entity's (nginx does the same) */
-        ed[ne++] = (hedit){hs.etag_off, 0, "W/", 2};
     c->keepalive = (uint8_t)keepalive;
     nsv__update_date(l);
     char *p = c->out.p + c->out.len;
@@ -441,15 +441,21 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
     p += rlen;
     *p++ = '\r';
     *p++ = '\n';
-    if (hlen)
+    if (ne) {
         p = put_block(p, hdrs, hlen, ed, ne);
-    if (gz && !(seen & HAS_VARY)) {
-        memcpy(p, "Vary: Accept-Encoding\r\n", 23);
-        p += 23;
+    } else if (hlen) {
+        memcpy(p, hdrs, hlen);
+        p += hlen;
     }
-    if (gz == GZ_ON) {
-        memcpy(p, "Content-Encoding: gzip\r\n", 24);
-        p += 24;
+    if (gz) {
+        if (!(seen & HAS_VARY)) {
+            memcpy(p, "Vary: Accept-Encoding\r\n", 23);
+            p += 23;
+        }
+        if (gz == GZ_ON) {
+            memcpy(p, "Content-Encoding: gzip\r\n", 24);
+            p += 24;
+        }
     }
     if (stream) {
         if (!(seen & (HAS_TE | HAS_CL)) && !c->http10 && !no_body) {

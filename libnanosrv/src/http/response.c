@@ -279,21 +279,25 @@ int nsv__reply_check(nsv_server *s, int status, const nsv__hscan *hs, int stream
 
 /* The header block of a reply, validated, through a one-entry cache: hosts
  * tend to send the same block again and again. */
-static int headers_of(nsv__loop *l, const char *hdrs, size_t hlen, nsv__hscan *hs)
+static const nsv__hscan no_headers;
+
+/* *out points at the scan: the cache's (nothing copied) or *tmp. */
+static int headers_of(nsv__loop *l, const char *hdrs, size_t hlen, nsv__hscan *tmp, const nsv__hscan **out)
 {
     if (hlen == 0) {
-        memset(hs, 0, sizeof *hs);
+        *out = &no_headers;
         return 0;
     }
     if (hlen == l->http->reply_hdrs_len && !memcmp(hdrs, l->http->reply_hdrs, hlen)) {
-        *hs = l->http->reply_hdrs_scan; /* the same block as the last reply: already checked */
+        *out = &l->http->reply_hdrs_scan; /* the same block as the last reply: already checked */
         return 0;
     }
-    int r = nsv__headers_scan(l->srv, hdrs, hlen, hs);
+    *out = tmp;
+    int r = nsv__headers_scan(l->srv, hdrs, hlen, tmp);
     if (r == 0 && hlen <= sizeof l->http->reply_hdrs) {
         memcpy(l->http->reply_hdrs, hdrs, hlen);
         l->http->reply_hdrs_len = (uint32_t)hlen;
-        l->http->reply_hdrs_scan = *hs;
+        l->http->reply_hdrs_scan = *tmp;
     }
     return r;
 }
@@ -375,29 +379,30 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
                                      stream ? "nsv_reply_start" : "nsv_reply", (unsigned long long)nsv__conn_id(l, c))
                    : nsv__set_detail(s, NSV_ESTATE, "%s: connection 0x%llx has no request waiting for a reply",
                                      stream ? "nsv_reply_start" : "nsv_reply", (unsigned long long)nsv__conn_id(l, c));
-    nsv__hscan hs;
-    if (headers_of(l, hdrs, hlen, &hs) != 0)
+    nsv__hscan hs_tmp;
+    const nsv__hscan *hs;
+    if (headers_of(l, hdrs, hlen, &hs_tmp, &hs) != 0)
         return NSV_EINVAL;
-    int r = nsv__reply_check(s, status, &hs, stream);
+    int r = nsv__reply_check(s, status, hs, stream);
     if (r)
         return r;
     int no_body = status == 204 || status == 304;
     /* A Content-Length must say what goes on the wire, except where HTTP
      * lets it describe a body that is not sent (HEAD, 304). */
-    if (!stream && (hs.seen & HAS_CL) && hs.cl != blen && !c->head && status != 304)
+    if (!stream && (hs->seen & HAS_CL) && hs->cl != blen && !c->head && status != 304)
         return nsv__set_detail(s, NSV_EINVAL, "nsv_reply: Content-Length is %llu but the body is %zu bytes",
-                               (unsigned long long)hs.cl, blen);
+                               (unsigned long long)hs->cl, blen);
     if (c->out.len - c->out.off > nsv__out_limit(l))
         return nsv__set_detail(s, NSV_EAGAIN, "nsv_reply: %u bytes already wait to be sent, over the output cap",
                                c->out.len - c->out.off);
     int keepalive = c->keepalive;
-    if (hs.seen & CONN_CLOSE || atomic_load(&s->draining) || (c->bstream && !stream))
+    if (hs->seen & CONN_CLOSE || atomic_load(&s->draining) || (c->bstream && !stream))
         keepalive = 0; /* (a body still arriving is not read to its end: the connection ends) */
-    int fixed = stream && (hs.seen & HAS_CL) && !c->head && !no_body;
+    int fixed = stream && (hs->seen & HAS_CL) && !c->head && !no_body;
     if (stream && c->http10 && !fixed)
         keepalive = 0; /* no chunked coding in HTTP/1.0: the close ends the body */
     size_t send_body = (c->head || no_body || stream) ? 0 : blen;
-    int gz = s->gzip_min_size > 0 ? gzip_plan(l, c, status, hdrs, &hs, blen, stream, fixed) : GZ_NONE;
+    int gz = s->gzip_min_size > 0 ? gzip_plan(l, c, status, hdrs, hs, blen, stream, fixed) : GZ_NONE;
     const char *rs = reason(status);
     size_t rlen = strlen(rs);
     size_t hroom = 16 + rlen + hlen + 40 + 40 + 40 + 30 + (gz ? GZ_HDR_ROOM : 0);
@@ -418,18 +423,18 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
     }
     hedit ed[4];
     int ne = 0;
-    unsigned seen = hs.seen;
+    unsigned seen = hs->seen;
     if (stream && c->http10 && (seen & HAS_TE)) /* not chunked: the host's chunked line would lie */
-        ed[ne++] = (hedit){hs.te_off, hs.te_len, "", 0};
+        ed[ne++] = (hedit){hs->te_off, hs->te_len, "", 0};
     if (gz) {
         if (gz == GZ_ON && !stream && (seen & HAS_CL)) { /* replaced by the compressed length */
-            ed[ne++] = (hedit){hs.cl_off, hs.cl_len, "", 0};
+            ed[ne++] = (hedit){hs->cl_off, hs->cl_len, "", 0};
             seen &= ~(unsigned)HAS_CL;
         }
         if ((seen & (HAS_VARY | VARY_AE)) == HAS_VARY)
-            ed[ne++] = (hedit){hs.vary_end, 0, ", Accept-Encoding", 17};
+            ed[ne++] = (hedit){hs->vary_end, 0, ", Accept-Encoding", 17};
         if (gz == GZ_ON && (seen & ETAG_STRONG)) /* other bytes than the entity's (nginx does the same) */
-            ed[ne++] = (hedit){hs.etag_off, 0, "W/", 2};
+            ed[ne++] = (hedit){hs->etag_off, 0, "W/", 2};
     }
     c->keepalive = (uint8_t)keepalive;
     nsv__update_date(l);
@@ -468,11 +473,11 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
         *p++ = '\r';
         *p++ = '\n';
     }
-    if (!(hs.seen & HAS_DATE)) {
+    if (!(hs->seen & HAS_DATE)) {
         memcpy(p, l->http->date, 37);
         p += 37;
     }
-    if (!(hs.seen & HAS_CONN)) {
+    if (!(hs->seen & HAS_CONN)) {
         if (!c->keepalive) {
             memcpy(p, "Connection: close\r\n", 19);
             p += 19;
@@ -496,7 +501,7 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
         c->state = NSV__C_STREAM;
         c->no_body = (uint8_t)no_body;
         c->fixed_len = (uint8_t)fixed;
-        c->stream_left = hs.cl;
+        c->stream_left = hs->cl;
         c->high_water = (uint32_t)s->tcp_high_water;
         c->low_water = (uint32_t)s->tcp_low_water;
         nsv__ticket(l, c, NSV__T_STREAM);

@@ -166,6 +166,8 @@ $(BUILD)/nanosrv.pc: libnanosrv/nanosrv.pc.in $(HDR) $(BUILD)/config
 	$(PC_SED) $< > $@
 
 # Examples link the shared object (found next to them through $ORIGIN).
+# The demo finds its page in this tree wherever it is started (--www overrides).
+$(BUILD)/demo: CFLAGS += -DDEMO_WWW='"$(CURDIR)/examples/demo/www"'
 .SECONDEXPANSION:
 $(EXAMPLES): $(BUILD)/%: examples/$$(subst -,_,%).c $(BUILD)/$(SONAME) $(BUILD)/libnanosrv.so $(BUILD)/config
 	$(CC) $(CFLAGS) $(DEPFLAGS) -o $@ $< -L$(BUILD) -lnanosrv -Wl,-rpath,'$$ORIGIN' $(LDFLAGS)

@@ -27,6 +27,30 @@ NOISY = 10  # % of a core used by other processes during a run that makes it "no
 ROUTE_PATH = "/dummy/{i}/x"  # echo-server --routes N registers GET /dummy/<i>/:id
 # A query that echo-server's JSON answer repeats: about 4 KiB of JSON.
 JSON_4K_PATH = "/items?" + "&".join(f"item{i}=value-{i * 37 % 1000}" for i in range(240))
+# Files for the static cases, the same for every server (echo-server --static,
+# nginx alias). A fixed mtime makes the ETag known in advance: both servers
+# write it as "mtime-size" in hex, so one If-None-Match fits both.
+STATIC_DIR = os.path.join(ROOT, "build", "bench-static")
+STATIC_MTIME = 1700000000
+STATIC_SMALL = 1024
+STATIC_BIG = 64 << 20
+STATIC_ETAG = '"%x-%x"' % (STATIC_MTIME, STATIC_SMALL)
+
+
+def ensure_static():
+    """Writes the static cases' files once (1 KiB CSS, 64 MiB binary)."""
+    os.makedirs(STATIC_DIR, exist_ok=True)
+    for name, size in (("small.css", STATIC_SMALL), ("big.bin", STATIC_BIG)):
+        path = os.path.join(STATIC_DIR, name)
+        if not os.path.exists(path) or os.path.getsize(path) != size:
+            with open(path, "wb") as f:
+                block = (b"body{margin:0}\n" * 4096)[: 1 << 16] if size < (1 << 16) else os.urandom(1 << 20)
+                left = size
+                while left:
+                    piece = block[: min(left, len(block))]
+                    f.write(piece)
+                    left -= len(piece)
+        os.utime(path, (STATIC_MTIME, STATIC_MTIME))
 
 
 class Server:
@@ -67,7 +91,7 @@ class Case:
 # Capabilities: http (GET and POST; ceiling and nginx read a POST body but answer
 # their canned 2 bytes), busy (--busy-us), routes (--routes), ws (/ws echo).
 # The bindings' echo examples follow the same contract as echo-server.
-ECHO = {"http", "busy", "routes", "ws"}
+ECHO = {"http", "busy", "routes", "ws", "static"}
 # echo-server also parses POST /upload (multipart) as it streams in, and has --gzip
 ECHO_C = ECHO | {"upload", "gzip"}
 SERVERS = [
@@ -85,7 +109,7 @@ SERVERS = [
            ECHO, quick=True, warm=True, needs=["node", "bindings/node-ffi/examples/echo.js"]),
     Server("node echo ffi-napi", ["node", "bindings/node-ffi/examples/echo.js", "--backend", "ffi-napi"],
            ECHO, warm=True, needs=["node", "bindings/node-ffi/examples/echo.js"]),
-    Server("nginx", ["nginx", "-p", "{dir}", "-c", "{dir}/nginx.conf"], {"http"}, quick=True,
+    Server("nginx", ["nginx", "-p", "{dir}", "-c", "{dir}/nginx.conf"], {"http", "static"}, quick=True,
            contract=False, conf="bench/peers/nginx.conf.in", needs=["nginx"]),
     Server("nginx+lua", ["nginx", "-p", "{dir}", "-c", "{dir}/nginx.conf"], {"http"},
            contract=False, conf="bench/peers/nginx_lua.conf.in", warm=True,
@@ -131,6 +155,13 @@ CASES = [
     Case("json-4k-gzip", "GET, ~4 KiB JSON answer gzipped (--gzip 1024), 50 conns", need="gzip",
          path=JSON_4K_PATH, headers=["Accept-Encoding: gzip"], args=["--gzip", "1024"],
          baseline=("echo-server", "json-4k")),
+    Case("static-1k", "static 1 KiB file, 50 conns", need="static", path="/static/small.css",
+         args=["--static", STATIC_DIR], baseline=("nginx", None)),
+    Case("static-304", "static If-None-Match -> 304, 50 conns", need="static", path="/static/small.css",
+         headers=["If-None-Match: " + STATIC_ETAG], args=["--static", STATIC_DIR], baseline=("nginx", None),
+         expect_non2xx=True),
+    Case("static-64m", "static 64 MiB file, 4 conns (MiB/s = req/s x 64)", need="static", conns=4,
+         path="/static/big.bin", args=["--static", STATIC_DIR], baseline=("nginx", None)),
     Case("rss-idle", "RSS idle", kind="rss", quick=True),
     Case("rss-10k", "RSS with 10,000 idle keep-alive conns", kind="rss", hold=10000),
     Case("rss-upload", "peak RSS growth, 100 MiB multipart POST /upload", kind="rss", need="upload",
@@ -172,10 +203,11 @@ class Running:
         if srv.conf:
             with open(os.path.join(ROOT, srv.conf)) as f:
                 conf = f.read()
-            conf = conf.replace("@PORT@", str(port)).replace("@DIR@", self.dir)
+            conf = conf.replace("@PORT@", str(port)).replace("@DIR@", self.dir).replace("@STATIC@", STATIC_DIR)
             with open(os.path.join(self.dir, "nginx.conf"), "w") as f:
                 f.write(conf.replace("@MODDIR@", NGINX_MODULES))
-        argv = [a.format(port=port, dir=self.dir) for a in srv.argv] + list(args)
+        # A case's arguments are echo-contract flags (--static, --busy-us, ...).
+        argv = [a.format(port=port, dir=self.dir) for a in srv.argv] + (list(args) if srv.contract else [])
         if srv.contract:
             argv += ["--port", "0"]
         self.out_path = os.path.join(self.dir, "stdout.log")
@@ -757,6 +789,8 @@ def main():
         [i for i in items if getattr(i, flag) in want.split(",")] if want else None)
     cases = pick(CASES, args.cases, "id") or [c for c in CASES if c.quick or not args.quick]
     servers = pick(SERVERS, args.servers, "name") or [s for s in SERVERS if s.quick or not args.quick]
+    if any(c.need == "static" for c in cases):
+        ensure_static()
     timed = sum(1 for c in cases if c.kind != "rss" for s in servers
                 if c.need in s.caps and not s.missing()) * rounds
     if budget and timed:

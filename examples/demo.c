@@ -1,35 +1,33 @@
-/* demo.c - what `make run` starts: a page, a JSON API with route params,
- * a streamed response and the echo routes, on http://127.0.0.1:8080. */
+/* demo.c - what `make run` starts on http://127.0.0.1:8080: a page with its
+ * assets served from a directory (nsv_serve_dir), a file upload parsed while
+ * it streams in (POST /upload, lib/upload.h), a clock pushed by server-sent
+ * events (GET /clock, demo/clock.h), a WebSocket echo (/ws), and small JSON,
+ * chunked and echo routes.
+ * Usage: demo [--port N] [--www DIR]. N 0 picks a free port; DIR defaults to
+ * examples/demo/www of the tree the demo was built from (DEMO_WWW, which the
+ * Makefile sets), so the demo starts from any working directory. */
 #include <nanosrv.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { R_INDEX, R_USER, R_STREAM, R_ECHO, R_HEALTH, R_WS };
+#include "demo/clock.h"
+#include "lib/upload.h"
 
-static const char page[] =
-    "<!doctype html><html><head><meta charset=utf-8><title>libnanosrv demo</title></head>"
-    "<body style=\"font-family:sans-serif;max-width:40em;margin:2em auto\">"
-    "<h1>libnanosrv</h1><p>An embeddable HTTP/1.1, WebSocket and TCP server library in C.</p>"
-    "<ul><li><a href=\"/api/users/42?fields=name\">/api/users/42</a> &mdash; route params as JSON</li>"
-    "<li><a href=\"/stream\">/stream</a> &mdash; a chunked response</li>"
-    "<li><code>curl -d hello localhost:8080/echo</code> &mdash; echo</li>"
-    "<li><a href=\"/health\">/health</a></li></ul>"
-    "<h2>WebSocket echo</h2><input id=m value=\"hello\"><button onclick=\"s.send(m.value)\">send</button>"
-    "<pre id=o></pre><script>var s=new WebSocket('ws://'+location.host+'/ws');"
-    "s.onmessage=function(e){o.textContent+=e.data+'\\n'};</script></body></html>\n";
+#ifndef DEMO_WWW
+#define DEMO_WWW "examples/demo/www"
+#endif
+
+enum { R_USER, R_STREAM, R_ECHO, R_HEALTH, R_WS, R_UPLOAD, R_CLOCK };
 
 static nsv_server *srv;
 static void on_signal(int sig) { (void)sig; nsv_stop(srv); }
 
-static void handle(const nsv_event *e, const char *a)
+static void on_request(const nsv_event *e, const char *a)
 {
     char buf[512];
     switch (e->route) {
-    case R_INDEX:
-        nsv_reply(srv, e->conn, 200, "Content-Type: text/html; charset=utf-8\r\n", 40, page, sizeof page - 1);
-        break;
     case R_USER: {
         uint32_t len = 0;
         int64_t off = nsv_ev_param_by_name(e, a, "id", 2, &len);
@@ -54,23 +52,73 @@ static void handle(const nsv_event *e, const char *a)
     case R_HEALTH:
         nsv_reply(srv, e->conn, 200, "Content-Type: application/json\r\n", 32, "{\"ok\":true}\n", 12);
         break;
-    case R_WS: /* WS_MESSAGE events come with the route */
+    case R_UPLOAD: /* the body follows in BODY events */
+        upload_begin(srv, e, a);
+        break;
+    case R_CLOCK:
+        clock_open(srv, e);
         break;
     default:
         nsv_reply(srv, e->conn, 404, "Content-Type: text/plain\r\n", 26, "not found\n", 10);
     }
 }
 
+static void on_event(const nsv_event *e, const char *a)
+{
+    switch (e->type) {
+    case NSV_EV_REQUEST:
+        on_request(e, a);
+        break;
+    case NSV_EV_BODY: /* only POST /upload streams its body */
+        upload_body(srv, e, a);
+        break;
+    case NSV_EV_WS_MESSAGE: /* /ws echoes every message with its opcode */
+        nsv_ws_send(srv, e->conn, e->code, a + e->body_off, e->body_len);
+        break;
+    case NSV_EV_TCP_WRITABLE: /* a streamed reply backs up (0) or drained (1) */
+        clock_writable(e->conn, e->code);
+        break;
+    case NSV_EV_HANGUP:
+        clock_hangup(srv, e->conn);
+        break;
+    case NSV_EV_CLOSE:
+        upload_gone(e->conn);
+        clock_remove(e->conn);
+        break;
+    }
+}
+
 int main(int argc, char **argv)
 {
-    int port = argc > 2 && !strcmp(argv[1], "--port") ? atoi(argv[2]) : 8080;
+    int port = 8080;
+    const char *www = DEMO_WWW;
+    for (int i = 1; i < argc; i += 2) {
+        if (i + 1 < argc && !strcmp(argv[i], "--port"))
+            port = atoi(argv[i + 1]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--www"))
+            www = argv[i + 1];
+        else {
+            fprintf(stderr, "usage: %s [--port N] [--www DIR]\n", argv[0]);
+            return 2;
+        }
+    }
     srv = nsv_server_new();
-    nsv_route(srv, "GET", 3, "/", 1, R_INDEX, 0);
+    nsv_set_int(srv, NSV_OPT_MAX_BODY, 256 << 20); /* uploads; the default is 1 MiB */
     nsv_route(srv, "GET", 3, "/api/users/:id", 14, R_USER, 0);
     nsv_route(srv, "GET", 3, "/stream", 7, R_STREAM, 0);
     nsv_route(srv, "POST", 4, "/echo", 5, R_ECHO, 0);
     nsv_route(srv, "GET", 3, "/health", 7, R_HEALTH, 0);
     nsv_route(srv, "GET", 3, "/ws", 3, R_WS, NSV_ROUTE_WEBSOCKET);
+    nsv_route(srv, "POST", 4, "/upload", 7, R_UPLOAD, NSV_ROUTE_STREAM_BODY);
+    nsv_route(srv, "GET", 3, "/clock", 6, R_CLOCK, 0);
+    /* The page and its assets; a path with no file goes on to the routes.
+     * no-cache: browsers revalidate every load (ETag, 304), so edits show. */
+    int r = nsv_serve_dir(srv, "/", 1, www, strlen(www), "no-cache", 8, NSV_STATIC_FALLTHROUGH);
+    if (r < 0) {
+        fprintf(stderr, "demo: cannot serve %s: %s %s (give the page's directory with --www DIR)\n", www,
+                nsv_strerror(r), nsv_last_error_detail(srv));
+        return 1;
+    }
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
     int lid = nsv_listen(srv, url, strlen(url));
@@ -80,19 +128,17 @@ int main(int argc, char **argv)
     }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    printf("listening on %d\ndemo: open http://127.0.0.1:%d/\n", nsv_listener_port(srv, lid),
-           nsv_listener_port(srv, lid));
+    printf("listening on %d\ndemo: open http://127.0.0.1:%d/ (page from %s)\n", nsv_listener_port(srv, lid),
+           nsv_listener_port(srv, lid), www);
     fflush(stdout);
     static nsv_event evs[128];
     static char arena[2 << 20];
     int n;
-    while ((n = nsv_poll(srv, evs, 128, arena, sizeof arena, 1000)) >= 0)
-        for (int i = 0; i < n; i++) {
-            if (evs[i].type == NSV_EV_REQUEST)
-                handle(&evs[i], arena);
-            else if (evs[i].type == NSV_EV_WS_MESSAGE)
-                nsv_ws_send(srv, evs[i].conn, evs[i].code, arena + evs[i].body_off, evs[i].body_len);
-        }
+    while ((n = nsv_poll(srv, evs, 128, arena, sizeof arena, clock_wait_ms())) >= 0) {
+        for (int i = 0; i < n; i++)
+            on_event(&evs[i], arena);
+        clock_tick(srv);
+    }
     signal(SIGTERM, SIG_IGN); /* a late signal must not reach the freed server */
     signal(SIGINT, SIG_IGN);
     nsv_server_free(srv);

@@ -5,6 +5,7 @@
  *               [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]
  *               [--max-body N] [--max-header-bytes N] [--gzip MIN]
  *               [--cert FILE --key FILE [--ca FILE | --ca-optional FILE]]
+ *               [--static DIR]
  *
  * Prints "listening on PORT" once ready. POST|PUT /echo answers the body
  * byte for byte; /ws is a WebSocket echo (messages up to 16 MiB, no
@@ -14,6 +15,8 @@
  * server-sent events with data "0" ... "N-1" and ends (N up to ten million,
  * paced by TCP_WRITABLE; lib/sse_count.h); everything else gets a JSON
  * description of the request.
+ * With --static DIR, files of DIR are served under /static/ (index.html,
+ * ETag, Range, precompressed NAME.br / NAME.gz; docs/STATIC.md).
  * With --cert and --key it serves https and wss instead of http and ws;
  * --ca asks for client certificates signed by that CA (--ca-optional lets
  * clients without one in); the JSON then also names the SNI and the
@@ -189,7 +192,7 @@ static int set_tls(int opt, const char *file)
 int main(int argc, char **argv)
 {
     int port = 8080, threads = 0, routes = 0, callback = 0, verify = 0, handoff = 0;
-    const char *cert = NULL, *key = NULL, *ca = NULL;
+    const char *cert = NULL, *key = NULL, *ca = NULL, *static_dir = NULL;
     struct { const char *flag, *opt, *val; } opts[] = {
         {"--request-timeout-ms", "request_timeout_ms", NULL}, {"--idle-timeout-ms", "idle_timeout_ms", NULL},
         {"--max-conns", "max_conns", NULL}, {"--max-body", "max_body", NULL},
@@ -215,6 +218,7 @@ int main(int argc, char **argv)
         else if (v && !strcmp(argv[i], "--key")) key = v, used = 1;
         else if (v && !strcmp(argv[i], "--ca")) ca = v, verify = 2, used = 1;
         else if (v && !strcmp(argv[i], "--ca-optional")) ca = v, verify = 1, used = 1;
+        else if (v && !strcmp(argv[i], "--static")) static_dir = v, used = 1;
         for (size_t k = 0; v && !used && k < sizeof opts / sizeof opts[0]; k++)
             if (!strcmp(argv[i], opts[k].flag))
                 opts[k].val = v, used = 1;
@@ -223,7 +227,8 @@ int main(int argc, char **argv)
                             "       [--accept reuseport|handoff]\n"
                             "       [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]\n"
                             "       [--max-body N] [--max-header-bytes N] [--gzip MIN]\n"
-                            "       [--cert FILE --key FILE [--ca FILE | --ca-optional FILE]]\n", argv[0]);
+                            "       [--cert FILE --key FILE [--ca FILE | --ca-optional FILE]]\n"
+                            "       [--static DIR]\n", argv[0]);
             return 2;
         }
         i++;
@@ -243,6 +248,14 @@ int main(int argc, char **argv)
     nsv_route(srv, "GET", 3, "/ws", 3, ROUTE_WS, NSV_ROUTE_WEBSOCKET);
     nsv_route(srv, "POST", 4, "/upload", 7, ROUTE_UPLOAD, NSV_ROUTE_STREAM_BODY);
     nsv_route(srv, "GET", 3, "/sse", 4, ROUTE_SSE, 0);
+    if (static_dir) {
+        int m = nsv_serve_dir(srv, "/static/", 8, static_dir, strlen(static_dir), NULL, 0, NSV_STATIC_PRECOMPRESSED);
+        if (m < 0) {
+            fprintf(stderr, "echo-server: --static %s: %s (%s)\n", static_dir, nsv_strerror(m),
+                    nsv_last_error_detail(srv));
+            return 2;
+        }
+    }
     for (int i = 0; i < routes; i++) {
         char pat[64];
         int n = snprintf(pat, sizeof pat, "/dummy/%d/:id", i);

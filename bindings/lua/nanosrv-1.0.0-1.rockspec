@@ -20,6 +20,7 @@ build = {
    type = "builtin",
    modules = {
       nanosrv = "nanosrv.lua",
+      ["nanosrv.multipart"] = "nanosrv/multipart.lua",
    },
    install = {
       -- The shared declarations, installed next to nanosrv.lua where the

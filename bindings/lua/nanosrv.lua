@@ -118,7 +118,8 @@ local EV_WRITABLE, EV_HANGUP = C.NSV_EV_TCP_WRITABLE, C.NSV_EV_HANGUP
 local ENOBUFS, ESTOPPED, ENOTFOUND = C.NSV_ENOBUFS, C.NSV_ESTOPPED, C.NSV_ENOTFOUND
 local EVF_KEEPALIVE, EVF_HEAD, EVF_HTTP10 = C.NSV_EVF_KEEPALIVE, C.NSV_EVF_HEAD, C.NSV_EVF_HTTP10
 local EVF_CHUNKED, EVF_UPGRADE, EVF_TLS = C.NSV_EVF_CHUNKED, C.NSV_EVF_UPGRADE, C.NSV_EVF_TLS
-local EVF_EOF = C.NSV_EVF_EOF
+local EVF_EOF, EVF_STREAM_BODY, EV_BODY = C.NSV_EVF_EOF, C.NSV_EVF_STREAM_BODY, C.NSV_EV_BODY
+local ECLOSED, ESTALE, EAGAIN, EINVAL = C.NSV_ECLOSED, C.NSV_ESTALE, C.NSV_EAGAIN, C.NSV_EINVAL
 
 M.TEXT, M.BINARY, M.PING, M.PONG = C.NSV_WS_TEXT, C.NSV_WS_BINARY, C.NSV_WS_PING, C.NSV_WS_PONG
 -- Error codes by name without the prefix: M.errors.ESTALE == C.NSV_ESTALE.
@@ -126,6 +127,8 @@ M.errors = {}
 for name, code in pairs(M.enums.nsv_err) do
     if code < 0 then M.errors[name:sub(5)] = code end
 end
+
+local function argerr(n, fname, msg) error(string.format("bad argument #%d to '%s' (%s)", n, fname, msg), 3) end
 
 -- The detail text is per server and only rewritten by failures that have
 -- something to say, so it can be left over from an earlier failure. Each
@@ -141,6 +144,34 @@ local function errmsg(code, what, srv)
     end
     return msg
 end
+-- The same for calls without a server (parsers, builders): their detail is
+-- per thread and written by the failing call itself.
+local function errmsg_nosrv(code, what)
+    local msg = string.format("nanosrv: %s: %s (%s)", what, ffi.string(C.nsv_strerror(code)),
+                              ffi.string(C.nsv_errname(code)))
+    local d = ffi.string(C.nsv_last_error_detail(nil))
+    if d ~= "" then msg = msg .. ": " .. d end
+    return msg
+end
+
+-- An error that says how to answer rather than a bug of the handler: a
+-- malformed upload (400), a body past a limit (413), or a client that is
+-- gone (no status: nothing can be sent). A handler that lets one escape
+-- answers with its status and text instead of a logged 500.
+local HttpError = {}
+HttpError.__index = HttpError
+HttpError.__tostring = function(e) return e.message end
+local function http_error(status, message, code)
+    return setmetatable({ status = status, message = message, code = code }, HttpError)
+end
+M.HttpError = HttpError
+-- error(nanosrv.http_error(415, "expected multipart/form-data")) in a handler.
+function M.http_error(status, message)
+    if type(status) ~= "number" then argerr(1, "http_error", "status number expected") end
+    return http_error(status, message and tostring(message) or ("HTTP " .. status))
+end
+function M.is_http_error(e) return getmetatable(e) == HttpError end
+
 M.strerror = function(code) return ffi.string(C.nsv_strerror(code)) end
 M.errname = function(code) return ffi.string(C.nsv_errname(code)) end
 
@@ -150,7 +181,6 @@ local function check(r, what, srv)
     return r
 end
 
-local function argerr(n, fname, msg) error(string.format("bad argument #%d to '%s' (%s)", n, fname, msg), 3) end
 
 ---------------------------------------------------------------------------
 -- Utilities (module functions). Bad input returns nil, message; wrong
@@ -227,6 +257,111 @@ M.json_integer = json_scalar("json_integer", C.nsv_json_integer, int_out, tonumb
 M.json_integer64 = json_scalar("json_integer64", C.nsv_json_integer, int_out, function(v) return v end)
 M.json_boolean = json_scalar("json_boolean", C.nsv_json_boolean, bool_out, function(v) return v ~= 0 end)
 
+-- Query strings, urlencoded forms and Cookie headers: the C parsers fill
+-- (name, value) offset pairs into one decoded buffer. As a table, a name
+-- given once maps to its value and a repeated name to the array of its
+-- values in order ({a = {"1", "2"}, b = "x"}); as a list, every pair in
+-- order ({{"a", "1"}, {"b", "x"}, {"a", "2"}}).
+local npairs_out = ffi.new("uint32_t[1]")
+local pairs_buf, pairs_cap = nil, 0
+local function parse_pairs(fname, f, s, as_list)
+    str_arg(s, 1, fname)
+    local t = {}
+    if s == "" then return t end
+    local need = f(s, #s, nil, 0, nil, 0, npairs_out)
+    if need < 0 then return nil, errmsg_nosrv(tonumber(need), fname) end
+    local np = npairs_out[0]
+    if np == 0 then return t end
+    if np * 4 > pairs_cap then
+        pairs_cap = np * 4
+        pairs_buf = ffi.new("uint32_t[?]", pairs_cap)
+    end
+    local dst = scratch_buf(tonumber(need) + 1)
+    need = f(s, #s, pairs_buf, np, dst, scratch_cap, npairs_out)
+    if need < 0 then return nil, errmsg_nosrv(tonumber(need), fname) end
+    local pb = pairs_buf
+    for i = 0, np - 1 do
+        local k = ffi.string(dst + pb[4 * i], pb[4 * i + 1])
+        local v = ffi.string(dst + pb[4 * i + 2], pb[4 * i + 3])
+        if as_list then
+            t[i + 1] = { k, v }
+        else
+            local old = t[k]
+            if old == nil then t[k] = v
+            elseif type(old) == "table" then old[#old + 1] = v
+            else t[k] = { old, v } end
+        end
+    end
+    return t
+end
+function M.parse_query(s) return parse_pairs("parse_query", C.nsv_form_parse, s) end
+M.parse_form = M.parse_query -- the same syntax: application/x-www-form-urlencoded
+function M.query_pairs(s) return parse_pairs("query_pairs", C.nsv_form_parse, s, true) end
+function M.parse_cookies(s) return parse_pairs("parse_cookies", C.nsv_cookie_parse, s) end
+
+-- Set-Cookie value builder (nsv_set_cookie). opts: path, domain, max_age
+-- (seconds), expires (Unix seconds), secure, http_only, same_site ("Lax",
+-- "Strict", "None"), partitioned. Raises with the library's detail.
+local SAMESITE = { lax = C.NSV_COOKIE_SAMESITE_LAX, strict = C.NSV_COOKIE_SAMESITE_STRICT,
+                   none = C.NSV_COOKIE_SAMESITE_NONE }
+local COOKIE_BOOL = { secure = C.NSV_COOKIE_SECURE, http_only = C.NSV_COOKIE_HTTPONLY,
+                      httponly = C.NSV_COOKIE_HTTPONLY, partitioned = C.NSV_COOKIE_PARTITIONED }
+local function cookie_value(fname, name, value, opts)
+    str_arg(name, 1, fname)
+    if value == nil then value = "" end
+    if type(value) == "number" then value = tostring(value) end
+    str_arg(value, 2, fname)
+    if opts == nil then opts = {} end
+    if type(opts) ~= "table" then argerr(3, fname, "options table expected") end
+    local path, domain = opts.path or "", opts.domain or ""
+    if type(path) ~= "string" then argerr(3, fname, "path must be a string") end
+    if type(domain) ~= "string" then argerr(3, fname, "domain must be a string") end
+    local max_age, expires = opts.max_age or -1, opts.expires or -1
+    if type(max_age) ~= "number" then argerr(3, fname, "max_age must be a number") end
+    if type(expires) ~= "number" then argerr(3, fname, "expires must be a number (Unix seconds)") end
+    local flags = 0
+    for k, f in pairs(COOKIE_BOOL) do
+        if opts[k] then flags = bit.bor(flags, f) end
+    end
+    local ss = opts.same_site or opts.samesite
+    if ss ~= nil then
+        local f = type(ss) == "string" and SAMESITE[ss:lower()]
+        if not f then argerr(3, fname, "same_site must be \"Lax\", \"Strict\" or \"None\"") end
+        flags = bit.bor(flags, f)
+    end
+    local n = C.nsv_set_cookie(name, #name, value, #value, path, #path, domain, #domain,
+                               max_age, expires, flags, nil, 0)
+    if n < 0 then error(errmsg_nosrv(tonumber(n), fname), 3) end
+    local buf = scratch_buf(tonumber(n) + 1)
+    n = C.nsv_set_cookie(name, #name, value, #value, path, #path, domain, #domain,
+                         max_age, expires, flags, buf, scratch_cap)
+    return ffi.string(buf, n)
+end
+function M.cookie(name, value, opts) return cookie_value("cookie", name, value, opts) end
+
+-- The media type the static server sends for a file name.
+function M.mime_type(name)
+    str_arg(name, 1, "mime_type")
+    return ffi.string(C.nsv_mime_type(name, #name))
+end
+
+-- Static-file flags by name: list, symlinks, precompressed, fallthrough,
+-- dotfiles (from enum nsv_static_flag), given as booleans in an options table.
+M.static_flags = {}
+for name, v in pairs(M.enums.nsv_static_flag or {}) do M.static_flags[name:sub(12):lower()] = v end
+local function static_flags(opts, n, fname)
+    local flags = 0
+    for k, v in pairs(opts) do
+        local f = M.static_flags[k]
+        if f then
+            if v then flags = bit.bor(flags, f) end
+        elseif k ~= "cache_control" and k ~= "root" and k ~= "status" and k ~= "headers" then
+            argerr(n, fname, "unknown option '" .. tostring(k) .. "'")
+        end
+    end
+    return flags
+end
+
 local LEVELS = {} -- "none" .. "verbose" from enum nsv_log_level
 for name, v in pairs(M.enums.nsv_log_level) do LEVELS[name:sub(9):lower()] = v end
 function M.log_level() return C.nsv_log_level() end
@@ -284,6 +419,8 @@ local nh_off, nh_len, hv_off, hv_len =
     ffi.new("uint32_t[1]"), ffi.new("uint32_t[1]"), ffi.new("uint32_t[1]"), ffi.new("uint32_t[1]")
 
 local function req_ev(r)
+    local own = r._ev -- a request kept past its batch has its own copy
+    if own then return own, r._a end
     local s = r._s
     if r._g ~= s._gen then
         error("nanosrv: request used after the next poll (its data is gone; copy what you need)", 3)
@@ -300,10 +437,26 @@ end
 req_fields.method = field("method_off", "method_len")
 req_fields.path = field("path_off", "path_len")
 req_fields.query = field("query_off", "query_len")
-req_fields.body = field("body_off", "body_len")
+local whole_body = field("body_off", "body_len")
+local read_body
+-- A streamed body (NSV_EVF_STREAM_BODY) is read whole on first access,
+-- which waits for it inside the handler's coroutine.
+req_fields.body = function(r)
+    if r._body then return read_body(r) end
+    return whole_body(r)
+end
 req_fields.peer = field("peer_off", "peer_len")
 req_fields.raw_headers = field("headers_off", "headers_len")
-req_fields.body_len = function(r) return (req_ev(r)).body_len end
+req_fields.body_len = function(r)
+    local b = r._body
+    if b then return b.got end -- streamed: bytes received so far
+    return (req_ev(r)).body_len
+end
+req_fields.streamed = function(r) return r._body ~= false end
+-- Streamed body: bytes received and not read yet, and whether reading the
+-- socket is paused because of them.
+req_fields.body_queued = function(r) local b = r._body; return b and b.qbytes or 0 end
+req_fields.body_paused = function(r) local b = r._body; return b and b.paused or false end
 req_fields.port = function(r) return (req_ev(r)).peer_port end
 req_fields.route = function(r) return (req_ev(r)).route end
 req_fields.conn = function(r) return (req_ev(r)).conn end
@@ -368,6 +521,34 @@ function Req.param(r, name)
     return ffi.string(a + off, vlen[0])
 end
 
+-- A request whose handler may outlive the batch (coroutine routes,
+-- streamed bodies) gets its own copy of the event record and of the arena
+-- bytes its strings use, with the offsets rebased.
+local STR_FIELDS = { "method", "path", "query", "headers", "params", "body", "peer", "tls" }
+local function keep_req(srv, i, body)
+    local src = srv._evs + i
+    local ev = ffi.new("nsv_event")
+    ffi.copy(ev, src, ffi.sizeof("nsv_event"))
+    local lo, hi = math.huge, 0
+    for _, f in ipairs(STR_FIELDS) do
+        local len = ev[f .. "_len"]
+        if len > 0 then
+            local off = ev[f .. "_off"]
+            if off < lo then lo = off end
+            if off + len > hi then hi = off + len end
+        end
+    end
+    if hi == 0 then lo = 0 end
+    local a = ffi.new("char[?]", hi - lo + 1)
+    ffi.copy(a, srv._arena + lo, hi - lo)
+    for _, f in ipairs(STR_FIELDS) do
+        if ev[f .. "_len"] > 0 then ev[f .. "_off"] = ev[f .. "_off"] - lo else ev[f .. "_off"] = 0 end
+    end
+    local r = { _s = srv, _i = -1, _g = -1, _ev = ev, _a = a, _body = body or false }
+    r._p = setmetatable({ _r = r }, Params)
+    return setmetatable(r, Req)
+end
+
 Req.__index = function(r, k)
     local f = req_fields[k]
     if f then return f(r) end
@@ -378,9 +559,122 @@ Req.__newindex = function() error("nanosrv: request fields are read-only", 2) en
 Params.__index = function(p, name) return Req.param(p._r, name) end
 
 local function new_req(srv, i)
-    local r = { _s = srv, _i = i, _g = -1 }
+    -- _ev and _body are false (not nil) so that their lookups on the hot
+    -- path hit the table and never reach the __index function.
+    local r = { _s = srv, _i = i, _g = -1, _ev = false, _body = false }
     r._p = setmetatable({ _r = r }, Params)
     return setmetatable(r, Req)
+end
+
+---------------------------------------------------------------------------
+-- Streamed request bodies. The pieces of BODY events queue on the request's
+-- body object; a handler reading it suspends its coroutine while the queue
+-- is empty and the poll loop resumes it with the next piece. While more
+-- than `body_buffer` bytes wait unread (the handler is busy elsewhere, e.g.
+-- waiting for a slow client to take its output), reading the socket is
+-- paused in C, so TCP slows the sender; it resumes below half of it.
+---------------------------------------------------------------------------
+
+local function in_coroutine()
+    local co, main = coroutine.running()
+    if co == nil or main then return nil end
+    return co
+end
+
+local function body_next(b)
+    while true do
+        local h = b.qh
+        if h <= b.qt then
+            local chunk = b.q[h]
+            b.q[h] = nil
+            b.qh = h + 1
+            b.qbytes = b.qbytes - #chunk
+            if b.paused and b.qbytes <= b.limit / 2 then
+                b.paused = false
+                local sh = b.s._h
+                if sh ~= nil then C.nsv_pause_read(sh, b.c, 0) end
+            end
+            return chunk
+        end
+        if b.err then error(b.err, 0) end
+        if b.eof then return nil end
+        if b.cut then
+            error(http_error(nil, "nanosrv: request body: the response was sent before the body ended "
+                                  .. "(the rest is dropped)"), 0)
+        end
+        local co = in_coroutine()
+        if not co then
+            error("nanosrv: request body: waiting for it needs the handler's coroutine "
+                  .. "(read it in the handler of a stream_body route)", 3)
+        end
+        b.waiter = co
+        coroutine.yield()
+        if b.waiter == co then b.waiter = nil end
+    end
+end
+
+-- Iterator over the body pieces: for chunk in req:body_chunks() do ... end.
+-- A complete (not streamed) body comes as one piece.
+function Req.body_chunks(r)
+    local b = r._body
+    if b then return function() return body_next(b) end end
+    local body = whole_body(r)
+    return function()
+        local v = body
+        body = nil
+        if v == "" then return nil end
+        return v
+    end
+end
+
+-- The whole body as one string; max (optional) bytes at most, else an
+-- HTTP 413 error (answered if the handler does not catch it).
+read_body = function(r, max)
+    local b = r._body
+    if not b then
+        local body = whole_body(r)
+        if max and #body > max then error(http_error(413, "request body too large"), 2) end
+        return body
+    end
+    if b.whole then return b.whole end
+    local parts, n = {}, 0
+    for chunk in function() return body_next(b) end do
+        n = n + #chunk
+        if max and n > max then error(http_error(413, "request body too large"), 2) end
+        parts[#parts + 1] = chunk
+    end
+    b.whole = table.concat(parts)
+    return b.whole
+end
+Req.read_body = read_body
+
+-- Query string, urlencoded form body and cookies as tables (see
+-- nanosrv.parse_query): a repeated name maps to the array of its values.
+function Req.query_args(r) return (M.parse_query(r.query)) end
+function Req.form(r, max)
+    local ct = r:header("content-type") or ""
+    if not ct:lower():find("^%s*application/x%-www%-form%-urlencoded%s*[;]?") then
+        return nil, "not application/x-www-form-urlencoded"
+    end
+    return (M.parse_form(read_body(r, max)))
+end
+function Req.cookies(r)
+    local h = r:header("cookie")
+    if not h then return {} end
+    return (M.parse_cookies(h))
+end
+-- One cookie's value (the first, most specific one when sent twice).
+function Req.cookie(r, name)
+    local v = Req.cookies(r)[name]
+    if type(v) == "table" then return v[1] end
+    return v
+end
+
+local multipart_mod
+-- multipart/form-data, part by part (see nanosrv/multipart.lua).
+function Req.multipart(r, opts)
+    multipart_mod = multipart_mod or M.multipart()
+    return multipart_mod.parts(r, opts)
 end
 
 ---------------------------------------------------------------------------
@@ -415,31 +709,211 @@ local function unhold(res)
     end
 end
 
+-- A complete reply before a streamed body ended ends it (the library
+-- drops the rest): a reader waiting for it is told so.
+local function body_cut(res, b)
+    res._body = nil
+    if b.eof or b.err then return end
+    b.cut = true
+    local s = res._s
+    local k = conn_key(b.c)
+    if s._bodies[k] == b then s._bodies[k] = nil end
+    b.q, b.qh, b.qt, b.qbytes = {}, 1, 0, 0
+    local co = b.waiter
+    if co then b.waiter = nil; s._wake(s, co) end
+end
+
 function Res:send(status, body, headers)
     status = status_arg(status, "send")
     body = body_arg(body, 2, "send")
     local hb = header_block(headers, 3, "send")
+    local x = self._cookies
+    if x then hb = hb .. x end
     local h = srv_handle(self._s)
     check(C.nsv_reply(h, self._c, status, hb, #hb, body, #body), "reply", self._s)
     self._st = DONE
     if self._held then unhold(self) end
+    local b = self._body
+    if b then body_cut(self, b) end
 end
 
-function Res:start(status, headers)
-    status = status_arg(status, "start")
-    local hb = header_block(headers, 2, "start")
-    local h = srv_handle(self._s)
-    check(C.nsv_reply_start(h, self._c, status, hb, #hb), "reply_start", self._s)
+local function started(self)
     self._st = STREAMING
     if self._held then unhold(self) end
     self._s._streams[conn_key(self._c)] = self -- for its TCP_WRITABLE events
 end
 
+function Res:start(status, headers)
+    status = status_arg(status, "start")
+    local hb = header_block(headers, 2, "start")
+    local x = self._cookies
+    if x then hb = hb .. x end
+    local h = srv_handle(self._s)
+    check(C.nsv_reply_start(h, self._c, status, hb, #hb), "reply_start", self._s)
+    started(self)
+end
+
+-- Inside a coroutine handler, wait while the stream is past its high water
+-- mark (the client reads slower than we write). Returns false once the
+-- connection is closed.
+local function wait_writable(self)
+    if self._closed then return false end
+    if not self._blocked then return true end
+    local co = in_coroutine()
+    if not co then return true end -- a plain handler paces itself with on_drain
+    local s = self._s
+    for _ = 1, math.huge do
+        if self._closed then return false end
+        if not self._blocked then return true end
+        self:on_drain(function() s._wake(s, co) end)
+        coroutine.yield()
+    end
+end
+
+-- Queue output with f(h, conn, ...); in a coroutine handler wait first
+-- while the client is behind, and wait again on NSV_EAGAIN (output at its
+-- cap before the high-water event could be seen: the handler has not
+-- yielded since). The low-water event follows, as the queue is past high.
+local function paced(self, f, ...)
+    if self._blocked then wait_writable(self) end
+    local h = srv_handle(self._s)
+    local r = f(h, self._c, ...)
+    for _ = 1, math.huge do
+        if r ~= EAGAIN or not in_coroutine() or self._closed then return r end
+        self._blocked = true
+        if not wait_writable(self) then return ESTALE end
+        r = f(srv_handle(self._s), self._c, ...)
+    end
+end
+
+-- In a coroutine handler, write waits while the client is behind.
 function Res:write(chunk)
     chunk = body_arg(chunk, 1, "write")
-    local h = srv_handle(self._s)
-    check(C.nsv_send_chunk(h, self._c, chunk, #chunk), "send_chunk", self._s)
+    check(paced(self, C.nsv_send_chunk, chunk, #chunk), "send_chunk", self._s)
 end
+
+-- Add a Set-Cookie line to the answer (see nanosrv.cookie for opts).
+function Res:set_cookie(name, value, opts)
+    if self._st ~= PENDING then error("nanosrv: set_cookie after the response started", 2) end
+    local line = "Set-Cookie: " .. cookie_value("set_cookie", name, value, opts) .. "\r\n"
+    self._cookies = (self._cookies or "") .. line
+    return self
+end
+
+-- Answer with a file: path is a file system path, or with opts.root a URL
+-- path resolved under root by the rules of srv:static. opts: status (0 or
+-- absent: 200/206/304/416 as the request asks), headers, and the static
+-- flags by name. Conditional and range requests are honoured while the
+-- request is still readable (its handler's batch, or a coroutine route).
+-- Returns true, or nil, "not found" when there is no such file (nothing
+-- was sent).
+function Res:send_file(path, opts)
+    str_arg(path, 1, "send_file")
+    if opts == nil then opts = {} end
+    if type(opts) ~= "table" then argerr(2, "send_file", "options table expected") end
+    local root, status = opts.root or "", opts.status or 0
+    if type(root) ~= "string" then argerr(2, "send_file", "root must be a string") end
+    if type(status) ~= "number" then argerr(2, "send_file", "status must be a number") end
+    local hb = header_block(opts.headers, 2, "send_file") .. (self._cookies or "")
+    local flags = static_flags(opts, 2, "send_file")
+    local rh, req = "", self._req
+    if req and (req._ev or req._g == req._s._gen) then rh = req.raw_headers end
+    local h = srv_handle(self._s)
+    local r = C.nsv_reply_file(h, self._c, status, root, #root, path, #path, rh, #rh, hb, #hb, flags)
+    if r == ENOTFOUND then return nil, "not found" end
+    check(r, "reply_file", self._s)
+    self._st = DONE
+    if self._held then unhold(self) end
+    local b = self._body
+    if b then body_cut(self, b) end
+    return true
+end
+
+---------------------------------------------------------------------------
+-- Server-sent events on a response: sse = res:sse(headers), then
+-- sse:send{data =, event =, id =, retry =}, sse:comment(text), sse:close().
+---------------------------------------------------------------------------
+
+local SSE = {}
+SSE.__index = SSE
+
+function Res:sse(headers)
+    local hb = header_block(headers, 1, "sse")
+    local x = self._cookies
+    if x then hb = hb .. x end
+    local h = srv_handle(self._s)
+    check(C.nsv_sse_start(h, self._c, hb, #hb), "sse_start", self._s)
+    started(self)
+    return setmetatable({ res = self }, SSE)
+end
+
+local function opt_str(v, n, fname, what)
+    if v == nil then return nil end
+    local t = type(v)
+    if t == "number" then return tostring(v) end
+    if t ~= "string" then argerr(n, fname, what .. " must be a string") end
+    return v
+end
+
+-- Send one event: a table {data, event, id, retry} or a data string. Data
+-- with line breaks arrives as sent (each break an LF). Returns true; false
+-- when the event was queued but the client is behind (a plain handler waits
+-- for sse:on_drain; in a coroutine handler send waits by itself); nil,
+-- "closed" once the stream ended or the client left. Bad fields (CR or LF
+-- in event or id) raise with the library's detail.
+function SSE:send(ev)
+    local res = self.res
+    if type(ev) ~= "table" then ev = { data = opt_str(ev, 1, "send", "data") } end
+    local data = opt_str(ev.data, 1, "send", "data")
+    local event = opt_str(ev.event, 1, "send", "event")
+    local id = opt_str(ev.id, 1, "send", "id")
+    local retry = ev.retry
+    if retry ~= nil and type(retry) ~= "number" then argerr(1, "send", "retry must be a number (ms)") end
+    if res._st ~= STREAMING or not wait_writable(res) or res._st ~= STREAMING then return nil, "closed" end
+    local s = res._s
+    local r = paced(res, C.nsv_sse_send, event, event and #event or 0, id, id and #id or 0,
+                    data, data and #data or 0, retry or -1)
+    if r == ESTALE or res._closed then return nil, "closed" end
+    if r < 0 then
+        local msg = errmsg(r, "sse_send", s)
+        if r == EINVAL then -- the formatter's detail is kept per thread
+            local d = ffi.string(C.nsv_last_error_detail(nil))
+            if d ~= "" and not msg:find(d, 1, true) then msg = msg .. ": " .. d end
+        end
+        error(msg, 2)
+    end
+    return not res._blocked
+end
+
+-- A comment line (clients ignore it): a keepalive for proxies.
+function SSE:comment(text)
+    text = opt_str(text, 1, "comment", "text") or ""
+    local res = self.res
+    if res._st ~= STREAMING or not wait_writable(res) or res._st ~= STREAMING then return nil, "closed" end
+    local n = C.nsv_sse_comment(text, #text, nil, 0)
+    if n < 0 then error(errmsg_nosrv(tonumber(n), "sse_comment"), 2) end
+    local buf = scratch_buf(tonumber(n) + 1)
+    n = C.nsv_sse_comment(text, #text, buf, scratch_cap)
+    local line = ffi.string(buf, n) -- the scratch buffer may be reused while paced waits
+    local r = paced(res, C.nsv_send_chunk, line, #line)
+    if r == ESTALE or res._closed then return nil, "closed" end
+    check(r, "sse_comment", res._s)
+    return not res._blocked
+end
+
+-- End the stream (the client's EventSource reconnects unless told not to).
+function SSE:close()
+    local res = self.res
+    if res._st ~= STREAMING then return end
+    local h = res._s._h
+    if h ~= nil then C.nsv_reply_end(h, res._c) end
+    res._st = DONE
+    res._s._streams[conn_key(res._c)] = nil
+end
+
+function SSE:closed() return self.res._st ~= STREAMING or self.res._closed == true end
+function SSE:on_drain(fn) return self.res:on_drain(fn) end
+function SSE:on_close(fn) return self.res:on_disconnect(fn) end
 
 function Res:finish()
     local h = srv_handle(self._s)
@@ -454,6 +928,8 @@ function Res:close()
     self._st = DONE
     self._s._streams[conn_key(self._c)] = nil
     if self._held then unhold(self) end
+    local b = self._body
+    if b then body_cut(self, b) end
 end
 
 -- Flow control for streams: false while the queued output is past the high
@@ -527,7 +1003,11 @@ end
 local Server = {}
 Server.__index = Server
 
-local function traceback(e) return debug.traceback(tostring(e), 2) end
+-- An HttpError passes through as it is (it is an answer, not a bug).
+local function traceback(e)
+    if getmetatable(e) == HttpError then return e end
+    return debug.traceback(tostring(e), 2)
+end
 
 local function log_handler_error(what, err)
     io.stderr:write("nanosrv: ", what, " handler failed: ", tostring(err), "\n")
@@ -560,7 +1040,9 @@ local function res_writable(res, ok)
 end
 
 -- Lua-side keys of server{...}; every other key is a library option.
-local LOCAL_OPTS = { threads = true, batch = true, arena = true }
+-- body_buffer: unread bytes of a streamed request body past which reading
+-- is paused (default 1 MiB).
+local LOCAL_OPTS = { threads = true, batch = true, arena = true, body_buffer = true }
 
 function M.server(opts)
     if opts ~= nil and type(opts) ~= "table" then argerr(1, "server", "options table expected") end
@@ -584,7 +1066,12 @@ function M.server(opts)
         _gen = 0, _polling = false, _next_route = 1,
         _handlers = {}, _wsroutes = {}, _ws = {}, _on = {}, _streams = {},
         _reqs = {}, _held = {}, listeners = {},
+        _coroute = {}, _bodies = {}, _cos = setmetatable({}, { __mode = "k" }), _timers = {},
+        _body_buffer = opts.body_buffer or 1048576,
     }, Server)
+    if type(self._body_buffer) ~= "number" or self._body_buffer < 1 then
+        argerr(1, "server", "body_buffer must be a number >= 1")
+    end
     for i = 0, batch - 1 do self._reqs[i] = new_req(self, i) end
     -- Unmatched requests: 404 unless srv:fallback() says otherwise.
     self._fallback = function(_, res)
@@ -636,15 +1123,53 @@ local function add_route(self, method, pattern, flags, fname)
     return id
 end
 
--- Handlers are function(req, res). Returns the route id.
-function Server:route(method, pattern, handler)
+-- Handlers are function(req, res). Returns the route id. opts:
+--   stream_body = true: the body arrives in pieces while the handler runs
+--     (req:body_chunks(), req:read_body(), req:multipart()); implies
+--   coroutine = true: the handler runs in a coroutine, so it may wait (for
+--     the body, for a slow client in res:write and sse:send, srv:sleep)
+--     while the poll loop serves other requests.
+function Server:route(method, pattern, handler, opts)
     if type(handler) ~= "function" and not (type(handler) == "table" and getmetatable(handler)
                                             and getmetatable(handler).__call) then
         argerr(3, "route", "handler function expected")
     end
-    local id = add_route(self, method, pattern, 0, "route")
+    if opts ~= nil and type(opts) ~= "table" then argerr(4, "route", "options table expected") end
+    opts = opts or {}
+    for k in pairs(opts) do
+        if k ~= "stream_body" and k ~= "coroutine" then argerr(4, "route", "unknown option '" .. tostring(k) .. "'") end
+    end
+    local flags = opts.stream_body and C.NSV_ROUTE_STREAM_BODY or 0
+    local id = add_route(self, method, pattern, flags, "route")
     self._handlers[id] = handler
+    if opts.stream_body or opts.coroutine then self._coroute[id] = true end
     return id
+end
+
+-- Serve the files under dir at the URL prefix ("/static/"), in C. opts:
+-- cache_control (a Cache-Control value) and the static flags by name
+-- (list, symlinks, precompressed, fallthrough, dotfiles). Returns the mount id.
+function Server:static(prefix, dir, opts)
+    str_arg(prefix, 1, "static"); str_arg(dir, 2, "static")
+    if opts ~= nil and type(opts) ~= "table" then argerr(3, "static", "options table expected") end
+    opts = opts or {}
+    local cc = opts.cache_control or ""
+    if type(cc) ~= "string" then argerr(3, "static", "cache_control must be a string") end
+    local flags = static_flags(opts, 3, "static")
+    local h = srv_handle(self)
+    return check(C.nsv_serve_dir(h, prefix, #prefix, dir, #dir, cc, #cc, flags), "static " .. prefix, self)
+end
+
+-- Suspend the calling coroutine handler for ms milliseconds; the poll loop
+-- keeps serving meanwhile.
+function Server:sleep(ms)
+    if type(ms) ~= "number" then argerr(1, "sleep", "milliseconds expected") end
+    local co = in_coroutine()
+    if not co then error("nanosrv: sleep needs a coroutine handler (route option coroutine = true)", 2) end
+    local t = self._timers
+    local at = M.millis() + ms
+    t[#t + 1] = { at = at, co = co }
+    repeat coroutine.yield() until M.millis() >= at
 end
 
 -- Handler for requests no route matched (default: 404 JSON).
@@ -699,16 +1224,118 @@ end
 -- A handler raised: log it; answer 500 if nothing was sent, or cut a
 -- stream short (the client must not take a truncated body as complete).
 local function request_failed(self, res, err)
-    log_handler_error("request", err)
     local h = self._h
+    if getmetatable(err) == HttpError then
+        -- An answer, not a bug: its status when nothing was sent yet.
+        if h == nil then return end
+        if res._st == PENDING and err.status then
+            local msg = err.message .. "\n"
+            C.nsv_reply(h, res._c, err.status, "Content-Type: text/plain\r\n", 26, msg, #msg)
+            res._st = DONE
+            if res._held then unhold(res) end
+            local b = res._body
+            if b then body_cut(res, b) end
+        elseif res._st == STREAMING then
+            C.nsv_close(h, res._c)
+            res._st = DONE
+        end
+        return
+    end
+    -- Once the client is gone, a failing call is the expected outcome.
+    if not res._closed then log_handler_error("request", err) end
     if h == nil then return end
     if res._st == PENDING then
         local msg = "Internal Server Error"
         C.nsv_reply(h, res._c, 500, "Content-Type: text/plain\r\n", 26, msg, #msg)
         res._st = DONE
+        if res._held then unhold(res) end
+        local b = res._body
+        if b then body_cut(res, b) end
     elseif res._st == STREAMING then
         C.nsv_close(h, res._c)
         res._st = DONE
+    end
+end
+
+-- Resume a suspended coroutine (a handler waiting for its body, a slow
+-- client or a timer) from the poll loop. A handler that fails there is
+-- treated as one that raised at once.
+local function wake(self, co, ...)
+    if coroutine.status(co) ~= "suspended" then return end
+    local ok, err = coroutine.resume(co, ...)
+    local res = self._cos[co]
+    if not ok then
+        if getmetatable(err) ~= HttpError then err = debug.traceback(co, tostring(err)) end
+        if res then request_failed(self, res, err) else log_handler_error("coroutine", err) end
+    end
+    if res and coroutine.status(co) == "dead" then self._cos[co] = nil end
+end
+Server._wake = wake
+
+-- A request of a coroutine route or with a streamed body: the request is
+-- copied (it outlives the batch) and the handler starts in a coroutine.
+local function dispatch_co(self, i, ev)
+    local b = false
+    if bit.band(ev.flags, EVF_STREAM_BODY) ~= 0 then
+        b = { s = self, c = ev.conn, q = {}, qh = 1, qt = 0, qbytes = 0, got = 0, limit = self._body_buffer,
+              eof = false, paused = false, pauses = 0 }
+        self._bodies[conn_key(ev.conn)] = b
+    end
+    local req = keep_req(self, i, b)
+    local res = setmetatable({ _c = ev.conn, _s = self, _st = PENDING, _req = req, _body = b or nil,
+                               disconnected = bit.band(ev.flags, EVF_EOF) ~= 0 }, Res)
+    local route = ev.route
+    local hnd = route > 0 and self._handlers[route] or self._fallback
+    local co = coroutine.create(hnd)
+    self._cos[co] = res
+    wake(self, co, req, res)
+    if res._st == PENDING and not res._held then -- answered later: a HANGUP must find it
+        res._held = true
+        self._held[conn_key(ev.conn)] = res
+    end
+end
+
+-- Queue a piece of a streamed body (or its end, or its failure) and wake
+-- the reader; pause reading while the queue is over the limit.
+local function body_event(self, b)
+    local co = b.waiter
+    if co then
+        b.waiter = nil
+        wake(self, co)
+    end
+    if not b.paused and b.qbytes > b.limit and not b.eof and not b.cut and not b.err and self._h ~= nil then
+        if C.nsv_pause_read(self._h, b.c, 1) == 0 then
+            b.paused = true
+            b.pauses = b.pauses + 1
+            self.body_pauses = (self.body_pauses or 0) + 1
+        end
+    end
+end
+
+local function body_failed(self, key, code, msg)
+    local b = self._bodies[key]
+    if not b then return false end
+    self._bodies[key] = nil
+    b.err = http_error(nil, string.format("nanosrv: request body: %s (%s)", msg,
+                                          ffi.string(C.nsv_errname(code))), code)
+    body_event(self, b)
+    return true
+end
+
+local function run_timers(self)
+    local t, now, due = self._timers, M.millis(), nil
+    local keep = {}
+    for k = 1, #t do
+        if t[k].at <= now then
+            due = due or {}
+            due[#due + 1] = t[k].co
+        else
+            keep[#keep + 1] = t[k]
+        end
+    end
+    self._timers = keep
+    if due then
+        for k = 1, #due do wake(self, due[k]) end
     end
 end
 
@@ -739,19 +1366,40 @@ local function dispatch(self, i)
     local ev = self._evs[i]
     local t = ev.type
     if t == EV_REQUEST then
+        local route = ev.route
+        if bit.band(ev.flags, EVF_STREAM_BODY) ~= 0 or (route > 0 and self._coroute[route]) then
+            return dispatch_co(self, i, ev)
+        end
         local req = self._reqs[i]
         req._g = self._gen
-        local res = setmetatable({ _c = ev.conn, _s = self, _st = PENDING,
+        local res = setmetatable({ _c = ev.conn, _s = self, _st = PENDING, _req = req,
                                    disconnected = bit.band(ev.flags, EVF_EOF) ~= 0 }, Res)
         -- Route ids are 1..n, so the lookup stays in the array part (the JIT
         -- cannot compile a key that may fall into the hash part: -1).
-        local route = ev.route
         local hnd = route > 0 and self._handlers[route] or self._fallback
         local ok, err = xpcall(hnd, traceback, req, res)
         if not ok then request_failed(self, res, err) end
         if res._st == PENDING then -- answered later: a HANGUP must find it
             res._held = true
             self._held[conn_key(ev.conn)] = res
+        end
+    elseif t == EV_BODY then
+        local key = conn_key(ev.conn)
+        local b = self._bodies[key]
+        if b and b.c == ev.conn then
+            local n = ev.body_len
+            if n > 0 then
+                local tl = b.qt + 1
+                b.q[tl] = ffi.string(self._arena + ev.body_off, n)
+                b.qt = tl
+                b.qbytes = b.qbytes + n
+                b.got = b.got + n
+            end
+            if bit.band(ev.flags, EVF_EOF) ~= 0 then
+                b.eof = true
+                self._bodies[key] = nil
+            end
+            body_event(self, b)
         end
     elseif t == EV_WS_MESSAGE then
         local ws = self._ws[conn_key(ev.conn)]
@@ -784,9 +1432,12 @@ local function dispatch(self, i)
         -- Gone without a WS_CLOSE event: 1006 (no close frame, RFC 6455).
         local key = conn_key(ev.conn)
         ws_closed(self, key, 1006, "")
+        local b = self._bodies[key]
+        if b and b.c == ev.conn then body_failed(self, key, ECLOSED, "the connection closed") end
         local res = self._streams[key]
         if res and res._c == ev.conn then
             self._streams[key] = nil
+            res._closed = true
             res_writable(res, true)
             res_disconnected(res)
         end
@@ -794,6 +1445,7 @@ local function dispatch(self, i)
         if res and res._c == ev.conn then
             self._held[key] = nil
             res._held = nil
+            res._closed = true
             res_disconnected(res)
         end
         local f = self._on.close
@@ -804,10 +1456,15 @@ local function dispatch(self, i)
     elseif t == EV_ERROR then
         local msg = ffi.string(self._arena + ev.body_off, ev.body_len)
         local f = self._on.error
+        -- A failing streamed body (too big, too slow, malformed, client
+        -- gone) is reported to its reader, which raises it in the handler.
+        local key = conn_key(ev.conn)
+        local b = self._bodies[key]
+        local taken = b and b.c == ev.conn and body_failed(self, key, ev.code, msg)
         if f then
             local ok, err = xpcall(f, traceback, ev.code, msg, ev.conn)
             if not ok then log_handler_error("error", err) end
-        else
+        elseif not taken then
             io.stderr:write("nanosrv: ", ffi.string(C.nsv_errname(ev.code)), ": ", msg, "\n")
         end
     end
@@ -819,7 +1476,15 @@ function Server:poll(timeout_ms)
     if self._polling then error("nanosrv: poll/run called from inside a handler", 2) end
     if timeout_ms ~= nil and type(timeout_ms) ~= "number" then argerr(1, "poll", "timeout in ms expected") end
     local h = srv_handle(self)
-    local n = C.nsv_poll(h, self._evs, self._maxev, self._arena, self._cap, timeout_ms or 0)
+    timeout_ms = timeout_ms or 0
+    local timers = self._timers
+    if #timers > 0 then -- wake in time for the next sleeper
+        local next_at = math.huge
+        for k = 1, #timers do if timers[k].at < next_at then next_at = timers[k].at end end
+        local wait = math.max(0, next_at - M.millis())
+        if timeout_ms < 0 or wait < timeout_ms then timeout_ms = wait end
+    end
+    local n = C.nsv_poll(h, self._evs, self._maxev, self._arena, self._cap, timeout_ms)
     while n == ENOBUFS do
         -- The next event is larger than the arena: grow it and take the batch.
         local need = tonumber(C.nsv_poll_need(h))
@@ -835,6 +1500,7 @@ function Server:poll(timeout_ms)
     self._gen = self._gen + 1
     self._polling = true
     for i = 0, n - 1 do dispatch(self, i) end
+    if #self._timers > 0 then run_timers(self) end
     self._polling = false
     return n
 end
@@ -877,5 +1543,26 @@ function Server:close()
     end
 end
 
-M.Server, M.Request, M.Response, M.WebSocket = Server, Req, Res, WS
+M.Server, M.Request, M.Response, M.WebSocket, M.EventStream = Server, Req, Res, WS, SSE
+
+-- For the modules next to this one (nanosrv/*.lua).
+M._internal = { C = C, http_error = http_error, errmsg_nosrv = errmsg_nosrv }
+
+-- The multipart/form-data module, loaded on first use from nanosrv/ next
+-- to this file (where the rockspec installs it), else through require.
+local mp_loaded
+function M.multipart()
+    if mp_loaded then return mp_loaded end
+    local path = DIR .. "/nanosrv/multipart.lua"
+    local f = io.open(path, "rb")
+    if f then
+        f:close()
+        mp_loaded = assert(loadfile(path))(M)
+        package.loaded["nanosrv.multipart"] = mp_loaded
+    else
+        mp_loaded = require("nanosrv.multipart")
+    end
+    return mp_loaded
+end
+
 return M

@@ -1,4 +1,6 @@
 // Type declarations of the nanosrv Node binding.
+import { Readable } from 'stream';
+import { EventEmitter } from 'events';
 
 /** Connection ids: a Number while below 2^53, a BigInt beyond. */
 export type ConnId = number | bigint;
@@ -17,7 +19,9 @@ export interface ServerOptions {
   arenaSize?: number;
   /** Handler for requests that no route matched (default: 404 JSON from the library). */
   handler?: Handler;
-  /** Library options in camelCase: maxBody, maxHeaderBytes, requestTimeoutMs, idleTimeoutMs, maxConns, ... */
+  /** highWaterMark of streamed request bodies (default 64 KiB): past it reading pauses in C. */
+  bodyHighWaterMark?: number;
+  /** Library options in camelCase: maxBody, maxHeaderBytes, requestTimeoutMs, idleTimeoutMs, maxConns, streamBody, tcpHighWater, ... */
   [option: string]: unknown;
 }
 
@@ -26,17 +30,144 @@ export class NanosrvError extends Error {
   code: string;
   /** The library's negative code, e.g. -3. */
   errno: number;
+  /** HTTP status for errors that are the client's (multipart 400/413/415, body limits); a handler that lets one escape answers with it. */
+  status?: number;
+  statusCode?: number;
+  /** The library's reason, without the code's message. */
+  detail?: string;
 }
 
-export class Request {
+export interface RouteOptions {
+  /** Deliver the request once its head is parsed; the body streams through the request (a Readable). */
+  streamBody?: boolean;
+}
+
+export interface MultipartOptions {
+  maxParts?: number;
+  /** One part's header block (default 16384). */
+  maxHeaderBytes?: number;
+  /** Bytes of one part's data; past it a 413 error. */
+  maxPartSize?: number;
+  /** Buffer of each part stream (default 64 KiB). */
+  highWaterMark?: number;
+}
+
+export interface SpoolOptions extends MultipartOptions {
+  /** Parts up to this size stay in memory (buffer), larger ones go to a temp file (filepath). */
+  spoolThreshold: number;
+  /** Directory of the temp files (default os.tmpdir()). */
+  tmpdir?: string;
+  /** Keep the temp files after the response (default: removed on finish/close). */
+  keepFiles?: boolean;
+}
+
+/** One multipart part: a Readable of its data. */
+export class Part extends Readable {
+  readonly name: string;
+  /** null when the part has no filename parameter. */
+  readonly filename: string | null;
+  /** null without a Content-Type header (read it as text/plain). */
+  readonly contentType: string | null;
+  readonly headers: Record<string, string>;
+  /** Data bytes so far. */
+  readonly size: number;
+}
+
+export interface SpooledPart {
+  name: string;
+  filename: string | null;
+  contentType: string | null;
+  headers: Record<string, string>;
+  size: number;
+  /** The data when size <= spoolThreshold, else null. */
+  buffer: Buffer | null;
+  /** The temp file when size > spoolThreshold, else null. */
+  filepath: string | null;
+}
+
+export interface CookieOptions {
+  /** Milliseconds (as Express): gives Max-Age in seconds and Expires. */
+  maxAge?: number;
+  expires?: Date;
+  /** Default '/'. */
+  path?: string | null;
+  domain?: string;
+  secure?: boolean;
+  httpOnly?: boolean;
+  sameSite?: 'lax' | 'strict' | 'none' | 'Lax' | 'Strict' | 'None' | boolean;
+  partitioned?: boolean;
+  /** Value encoder, default encodeURIComponent. */
+  encode?: (value: string) => string;
+}
+
+export interface SendFileOptions extends StaticFlags {
+  /** Resolve path as a URL path (percent-encoded) under root, by the static rules; without it path is a file system path. */
+  root?: string;
+  /** Send the whole file with this status (default: 200/206/304/416 as the request asks). */
+  status?: number;
+  headers?: Record<string, string | number | Array<string | number>>;
+}
+
+export interface StaticFlags {
+  list?: boolean;
+  symlinks?: boolean;
+  precompressed?: boolean;
+  fallthrough?: boolean;
+  dotfiles?: boolean;
+  /** NSV_STATIC_* bits, or-ed with the named ones. */
+  flags?: number;
+}
+
+export interface StaticOptions extends StaticFlags {
+  cacheControl?: string;
+}
+
+export interface SseEvent {
+  /** A string (line breaks become several data: lines), bytes, or any other value as JSON. */
+  data?: unknown;
+  event?: string;
+  id?: string | number;
+  /** Reconnection delay in ms. */
+  retry?: number;
+}
+
+/** A server-sent event stream (res.sse()). */
+export class EventStream extends EventEmitter {
+  /** The client left ('close' was emitted); later sends are dropped. */
+  readonly closed: boolean;
+  readonly ended: boolean;
+  readonly writableNeedDrain: boolean;
+  /** false under backpressure: wait for 'drain'. Nothing is lost either way. */
+  send(event: SseEvent | string | Buffer): boolean;
+  /** A comment line, e.g. a keepalive. */
+  comment(text?: string): boolean;
+  end(): void;
+  on(event: 'drain' | 'close' | 'finish', listener: () => void): this;
+  once(event: 'drain' | 'close' | 'finish', listener: () => void): this;
+}
+
+/** The request: a Readable of its body. */
+export class Request extends Readable {
   readonly conn: ConnId;
   readonly route: number;
   readonly flags: number;
   readonly method: string;
   /** Raw path, not percent-decoded. */
   readonly path: string;
-  /** Query string without '?' ('' when absent). */
-  readonly query: string;
+  /** Raw query string without '?' ('' when absent). */
+  readonly querystring: string;
+  /** Decoded query; a repeated name gives an array of its values in order (no prototype). */
+  readonly query: Record<string, string | string[]>;
+  /** The query as [name, value] pairs in order. */
+  readonly queryPairs: Array<[string, string]>;
+  /** Cookies of the Cookie header (first of a repeated name; %XX decoded when valid). */
+  readonly cookies: Record<string, string>;
+  /** The body arrives in pieces (streamBody route); body/text()/json() then throw: read the stream or await buffer(). */
+  readonly streaming: boolean;
+  /** The whole body has arrived. */
+  readonly complete: boolean;
+  /** The client left before the body was complete ('aborted', then an ECONNRESET error). */
+  readonly aborted: boolean;
   /** path + '?' + query, like http.IncomingMessage#url. */
   readonly url: string;
   readonly httpVersion: '1.0' | '1.1';
@@ -49,14 +180,16 @@ export class Request {
   readonly bodyLength: number;
   readonly remoteAddress: string;
   readonly remotePort: number;
-  /** The client ended its side (NSV_EV_HANGUP / NSV_EVF_EOF) or left; 'close' was emitted. */
-  readonly closed: boolean;
   header(name: string): string | string[] | undefined;
   text(): string;
   json(): any;
-  on(event: 'close', listener: () => void): this;
-  once(event: 'close', listener: () => void): this;
-  off(event: 'close', listener: () => void): this;
+  /** A urlencoded body as query. */
+  form(): Record<string, string | string[]>;
+  /** The whole body, streamed or not. */
+  buffer(): Promise<Buffer>;
+  /** multipart/form-data part by part (415 / 400 / 413 errors carry err.status). */
+  multipart(opts?: MultipartOptions): AsyncIterableIterator<Part>;
+  multipart(opts: SpoolOptions): AsyncIterableIterator<SpooledPart>;
 }
 
 export class Response {
@@ -82,6 +215,13 @@ export class Response {
   /** Sends the reply; throws NSV_ESTATE when called twice. */
   end(body?: Body): this;
   json(value: unknown, status?: number): this;
+  /** Set-Cookie, validated by the library (throws NSV_EINVAL with the reason). */
+  cookie(name: string, value: string, opts?: CookieOptions): this;
+  clearCookie(name: string, opts?: CookieOptions): this;
+  /** Starts a server-sent event stream with the headers set so far. */
+  sse(): EventStream;
+  /** Answers with a file; throws NanosrvError NSV_ENOTFOUND (nothing sent) when there is none. */
+  sendFile(path: string, opts?: SendFileOptions): this;
   on(event: 'finish' | 'close' | 'drain', listener: () => void): this;
   once(event: 'finish' | 'close' | 'drain', listener: () => void): this;
   off(event: 'finish' | 'close' | 'drain', listener: () => void): this;
@@ -122,13 +262,15 @@ export class Server {
   readonly sharded: boolean;
   readonly port: number | null;
   readonly connections: number;
-  route(method: string, pattern: string, handler: Handler): this;
-  get(pattern: string, handler: Handler): this;
-  post(pattern: string, handler: Handler): this;
-  put(pattern: string, handler: Handler): this;
-  delete(pattern: string, handler: Handler): this;
-  patch(pattern: string, handler: Handler): this;
-  all(pattern: string, handler: Handler): this;
+  route(method: string, pattern: string, handler: Handler, opts?: RouteOptions | number): this;
+  get(pattern: string, handler: Handler, opts?: RouteOptions): this;
+  post(pattern: string, handler: Handler, opts?: RouteOptions): this;
+  put(pattern: string, handler: Handler, opts?: RouteOptions): this;
+  delete(pattern: string, handler: Handler, opts?: RouteOptions): this;
+  patch(pattern: string, handler: Handler, opts?: RouteOptions): this;
+  all(pattern: string, handler: Handler, opts?: RouteOptions): this;
+  /** Serves dir under prefix ('/static/') in C; returns the mount id. Before listen(). */
+  static(prefix: string, dir: string, opts?: StaticOptions): number;
   fallback(handler: Handler): this;
   ws(pattern: string, handlers: WebSocketHandlers): this;
   broadcast(pattern: string, data: string | Buffer | Uint8Array): number;
@@ -167,4 +309,8 @@ export function tlsAvailable(): boolean;
 export function logLevel(): number;
 export function setLogLevel(level: number): void;
 export function strerror(code: number): string;
+export function parseForm(src: string | Uint8Array): Array<[string, string]>;
+export function parseCookie(header: string | Uint8Array): Array<[string, string]>;
+export function serializeCookie(name: string, value: string, opts?: CookieOptions): string;
+export function mimeType(name: string | Uint8Array): string;
 export function errname(code: number): string;

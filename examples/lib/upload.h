@@ -1,6 +1,7 @@
-/* upload.h - echo-server's POST /upload: a multipart/form-data body parsed
- * while it streams in (NSV_ROUTE_STREAM_BODY + nsv_multipart_*), each part
- * hashed as it passes, so a file of any size costs one read of memory.
+/* upload.h - POST /upload of the echo-server and the demo: a
+ * multipart/form-data body parsed while it streams in
+ * (NSV_ROUTE_STREAM_BODY + nsv_multipart_*), each part hashed as it
+ * passes, so a file of any size costs one read of memory.
  * Answers a JSON array, one object per part in order:
  * {"name", "filename" (null if none), "content_type" (null if none), "size",
  * "sha256"}; a malformed body gets 400, a body that is not multipart 415. */

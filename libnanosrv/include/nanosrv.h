@@ -637,37 +637,51 @@ NSV_API int nsv_sse_start(nsv_server *srv, uint64_t conn, const char *headers, s
  * Since 1.1. */
 NSV_API int nsv_sse_send(nsv_server *srv, uint64_t conn, const char *event, size_t elen, const char *id, size_t idlen, const char *data, size_t dlen, int64_t retry_ms);
 /* METHOD: serve the directory dir under the URL prefix (which starts and
- * ends with '/', e.g. "/static/"), answered in C with no event for the
- * host: GET and HEAD (other methods 405), index.html for a directory,
- * Content-Type from the file name (unknown: application/octet-stream),
- * ETag and Last-Modified with If-None-Match / If-Modified-Since (304),
- * single Range requests (206; unsatisfiable: 416 with a Content-Range
- * that gives the size; If-Range), cache_control as the Cache-Control line when
- * clen > 0, and the flags above. No path outside dir is ever opened:
- * "..", encoded dots and slashes, backslashes, NUL and symlinks out of dir
- * (unless NSV_STATIC_SYMLINKS) give 404. Files go out in bounded pieces
- * paced by the socket (sendfile on plain TCP). Setup call (before the
- * first poll or run). Returns the mount id (>= 0), NSV_EINVAL with a
- * detail, NSV_ENOTFOUND when dir is not a directory. Since 1.1. */
+ * ends with '/', e.g. "/static/"; matched against the raw request path
+ * before routing, longest prefix first), answered in C with no event for
+ * the host: GET and HEAD (other methods 405 with Allow), index.html for a
+ * directory, a directory or the prefix named without its final '/' 301 to
+ * the slash form, Content-Type from the file name (nsv_mime_type),
+ * ETag ("MTIME-SIZE" in hex) and Last-Modified with If-None-Match /
+ * If-Modified-Since (304), single Range requests (206; unsatisfiable: 416
+ * with a Content-Range that gives the size; several ranges: the whole
+ * file; If-Range), cache_control as the Cache-Control line when clen > 0,
+ * and the flags above (with NSV_STATIC_FALLTHROUGH other methods go to the
+ * routes too). No path outside dir is ever opened: "..", encoded dots and
+ * slashes, backslashes, NUL, control bytes, overlong UTF-8 and symlinks out
+ * of dir (unless NSV_STATIC_SYMLINKS) give 404. Files go out in bounded
+ * pieces paced by the socket (sendfile on plain TCP, pread and write
+ * through TLS). Setup call (before the first poll or run; NSV_ESTATE once a
+ * sharded server's workers run; mounts serve on every worker). Returns the
+ * mount id (>= 0), NSV_EINVAL with a detail (prefix, flags, a prefix
+ * mounted twice, a control byte in cache_control), NSV_ENOTFOUND when dir
+ * is not a directory. See docs/STATIC.md. Since 1.1. */
 NSV_API int nsv_serve_dir(nsv_server *srv, const char *prefix, size_t plen, const char *dir, size_t dlen, const char *cache_control, size_t clen, uint32_t flags);
 /* METHOD: answer a pending request with a file. With rlen > 0, path is a
- * URL path (percent-encoded, as in the request) resolved under root by the
- * rules of nsv_serve_dir; with rlen 0, path is a file system path used as
- * given. req_headers is the request's header block (the event's headers),
- * read for If-None-Match, If-Modified-Since, Range, If-Range and
- * Accept-Encoding; HEAD is known from the request. status 0 answers 200,
- * 206, 304 or 416 as the headers ask; another status (e.g. 404 for an
- * error page) sends the whole file with that status. headers is a reply
- * header block added to the library's (Content-Type, Content-Length, ETag,
+ * URL path without the query (percent-encoded, as in the request) resolved
+ * under root by the rules of nsv_serve_dir (a directory gives its
+ * index.html); with rlen 0, path is a file system path used as given.
+ * req_headers is the request's header block (the event's headers), read
+ * for If-None-Match, If-Modified-Since, Range, If-Range and
+ * Accept-Encoding (with NSV_STATIC_PRECOMPRESSED); HEAD is known from the
+ * request. status 0 answers 200, 206, 304 or 416 as the headers ask;
+ * another status (200..999 but 204 and 304, e.g. 404 for an error page)
+ * sends the whole file with that status. headers is a reply header block
+ * added to the library's (Content-Type, Content-Length, ETag,
  * Last-Modified, Accept-Ranges), rules as for nsv_reply; a Content-Type
- * line of the host's replaces the guessed one. Returns 0 when the answer
- * is queued, NSV_ENOTFOUND when there is no such file (nothing was sent:
- * the host answers otherwise), or the errors of nsv_reply. From any thread
- * of a sharded server. Since 1.1. */
+ * line of the host's replaces the guessed one, a Content-Length or
+ * Transfer-Encoding is NSV_EINVAL. The file is opened in the calling
+ * thread: NSV_ENOTFOUND when there is no such regular file or the path is
+ * refused (nothing was sent, the request is still pending: the host
+ * answers otherwise). Returns 0 when the answer is queued, or the errors
+ * of nsv_reply. From any thread of a sharded server (the open file is
+ * handed to the owning worker). Since 1.1. */
 NSV_API int nsv_reply_file(nsv_server *srv, uint64_t conn, int status, const char *root, size_t rlen, const char *path, size_t plen, const char *req_headers, size_t rhlen, const char *headers, size_t hlen, uint32_t flags);
 /* METHOD: the media type the static server sends for a file name (e.g.
- * "text/html; charset=utf-8" for "index.html"), a static string;
- * "application/octet-stream" when the extension is unknown. Since 1.1. */
+ * "text/html; charset=utf-8" for "index.html"; the extension after the
+ * last '.' of the last path segment, any case), a static string; text
+ * types carry "; charset=utf-8"; "application/octet-stream" when the
+ * extension is unknown or name is NULL. Any thread. Since 1.1. */
 NSV_API const char *nsv_mime_type(const char *name, size_t len);
 /* METHOD: close a connection after its queued output is sent. Since 1.0. */
 NSV_API int nsv_close(nsv_server *srv, uint64_t conn);

@@ -62,6 +62,13 @@ int64_t nsv__pairs_parse(const char *fn, const char *src_name, nsv__pairs_scan *
                          const char *src, size_t len, uint32_t *pairs, size_t max_pairs, char *dst, size_t cap,
                          uint32_t *npairs);
 
+/* Static files (util/static_path.c, util/mime.c): the URL path below a
+ * mount as a relative file path (rules at the definition), and media types
+ * by extension (index -1: application/octet-stream). */
+int64_t nsv__static_path(const char *path, size_t n, int dotfiles, char *out, size_t cap);
+int nsv__mime_index(const char *name, size_t len);
+const char *nsv__mime_by_index(int i);
+
 /* Threads of the library (util/thread.c): every signal blocked. */
 int nsv__thread_start(pthread_t *t, const pthread_attr_t *at, void *(*fn)(void *), void *arg);
 

@@ -13,9 +13,11 @@ import http.client
 import os
 import queue
 import random
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -44,13 +46,17 @@ class Host:
     chunks=K (streamed: K chunks of n bytes, each sent when the test says so
     through .go, or all at once with auto=1)."""
 
-    def __init__(self, workers=None, min_size=MIN, types=None):
+    def __init__(self, workers=None, min_size=MIN, types=None, static=None):
         self.srv = lib.nsv_server_new() if workers is None else lib.nsv_server_new_sharded(workers)
         assert self.srv != ffi.NULL
         r = lib.nsv_set_int(self.srv, lib.NSV_OPT_GZIP_MIN_SIZE, min_size)
         assert r == 0, ffi.string(lib.nsv_last_error_detail(self.srv))
         if types is not None:
             assert lib.nsv_set_str(self.srv, lib.NSV_OPT_GZIP_TYPES, types, len(types)) == 0
+        if static is not None:  # before the host thread polls: setup stays on one thread
+            r = lib.nsv_serve_dir(self.srv, b"/static/", 8, static.encode(), len(static), ffi.NULL, 0,
+                                  lib.NSV_STATIC_PRECOMPRESSED)
+            assert r == 0, ffi.string(lib.nsv_last_error_detail(self.srv))
         url = b"http://127.0.0.1:0"
         lid = lib.nsv_listen(self.srv, url, len(url))
         assert lid >= 0, ffi.string(lib.nsv_last_error_detail(self.srv))
@@ -388,6 +394,24 @@ def main():
            "custom list: an event stream is compressed when listed")
     finally:
         host.close()
+    # static files are never compressed on the fly; a precompressed one is sent as it is
+    d = tempfile.mkdtemp()
+    try:
+        css = b"body { margin: 0; padding: 0 }\n" * 400
+        for name, data in (("plain.css", css), ("pre.css", css), ("pre.css.gz", gzip.compress(css))):
+            with open(os.path.join(d, name), "wb") as fh:
+                fh.write(data)
+        host = Host(None, static=d)
+        try:
+            r, body = get(host.port, "/static/plain.css")
+            eq((r.getheader("Content-Encoding"), body), (None, css), "static: a file is not compressed on the fly")
+            r, body = get(host.port, "/static/pre.css")
+            eq((r.getheader("Content-Encoding"), gunzip(body)), ("gzip", css),
+               "static: a precompressed file is sent once compressed, not twice")
+        finally:
+            host.close()
+    finally:
+        shutil.rmtree(d)
     # option checks
     srv = lib.nsv_server_new()
     eq(lib.nsv_set_int(srv, lib.NSV_OPT_GZIP_LEVEL, 0), lib.NSV_ERANGE, "level 0 refused")

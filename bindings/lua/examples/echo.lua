@@ -5,8 +5,12 @@
 --                   [--max-body N] [--max-header-bytes N]
 --
 -- Prints "listening on PORT" once ready. POST|PUT /echo answers the body
--- byte for byte; everything else gets a JSON description of the request;
--- /ws echoes WebSocket messages when the library has WebSocket support.
+-- byte for byte; /ws echoes WebSocket messages when the library has
+-- WebSocket support; POST /upload parses a multipart/form-data body while it
+-- streams in and answers one JSON object per part (name, filename,
+-- content_type, size, sha256), 400 for a malformed body, 415 for another
+-- type; GET /sse?n=N sends N server-sent events with data 0..N-1, then ends;
+-- everything else gets a JSON description of the request.
 -- LuaJIT cannot catch signals, so SIGTERM/SIGINT end the process at once
 -- (no drain, unlike the C server).
 
@@ -16,6 +20,7 @@ package.path = here .. "/?.lua;" .. package.path
 
 local ffi = require("ffi")
 local nanosrv = require("nanosrv")
+local sha256 = dofile(here .. "/examples/sha256.lua")
 
 local flags = { port = 8080, threads = 0, ["busy-us"] = 0, routes = 0 }
 local lib_opts = { ["request-timeout-ms"] = true, ["idle-timeout-ms"] = true, ["max-conns"] = true,
@@ -99,6 +104,55 @@ local function describe(req, res)
 end
 srv:fallback(describe)
 for i = 0, flags.routes - 1 do srv:route("GET", "/dummy/" .. i .. "/:id", describe) end
+
+-- POST /upload: the body streams in (the handler runs in a coroutine and
+-- waits for each piece), every part is hashed as it passes, so a file of
+-- any size costs one piece of memory. Answers and texts as echo-server's.
+local multipart = nanosrv.multipart()
+local TEXT = "Content-Type: text/plain\r\n"
+local function upload(req, res)
+    local p, _, status = multipart.new(req:header("content-type"), { max_parts = 10000 })
+    if not p then
+        return res:send(status, status == 415 and "not multipart/form-data\n" or "bad multipart boundary\n", TEXT)
+    end
+    if not req.streamed then return res:send(400, "empty multipart body\n", TEXT) end
+    local out, sum, size = {}, nil, 0
+    for chunk in req:body_chunks() do
+        local ok, recs = pcall(p.feed, p, chunk)
+        if not ok then
+            if not nanosrv.is_http_error(recs) then error(recs, 0) end
+            return res:send(400, recs.message .. "\n", TEXT)
+        end
+        for k = 1, #recs do
+            local r = recs[k]
+            if r.type == "data" then
+                sum:update(r.data)
+                size = size + #r.data
+            elseif r.type == "part" then
+                out[#out + 1] = '{"name":' .. json_str(r.name) ..
+                                ',"filename":' .. (r.filename and json_str(r.filename) or "null") ..
+                                ',"content_type":' .. (r.content_type and json_str(r.content_type) or "null")
+                sum, size = sha256.new(), 0
+            elseif r.type == "part_end" then
+                out[#out] = out[#out] .. string.format(',"size":%d,"sha256":"%s"}', size, sum:hex())
+            end
+        end
+    end
+    if not pcall(p.finish, p) then return res:send(400, "missing final boundary\n", TEXT) end
+    res:send(200, "[" .. table.concat(out, ",") .. "]", JSON)
+end
+srv:route("POST", "/upload", upload, { stream_body = true })
+
+-- GET /sse?n=N: N events, paced by the client (send waits while it is behind).
+srv:route("GET", "/sse", function(req, res)
+    local n = tonumber(req:query_args().n)
+    if not n or n < 0 or n % 1 ~= 0 then return res:send(400, "n must be a whole number\n", TEXT) end
+    local sse = res:sse()
+    for i = 0, n - 1 do
+        if not sse:send { data = tostring(i) } then return end -- the client left
+    end
+    sse:close()
+end, { coroutine = true })
 
 if nanosrv.features.websocket then
     srv:websocket("/ws", { message = function(ws, data, opcode) ws:send(data, opcode) end })

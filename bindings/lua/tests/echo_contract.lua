@@ -115,8 +115,89 @@ else
     T.skip("/ws echo", "WebSocket functions not in this library")
 end
 
+-- POST /upload (multipart parsed while it streams in) and GET /sse.
+local function sh(cmd)
+    local p = io.popen(cmd, "r")
+    local out = p:read("*a")
+    p:close()
+    return out
+end
+local function sha_file(path) return (sh("sha256sum " .. path):match("^(%x+)")) end
+do
+    local mp = "Content-Type: multipart/form-data; boundary=xx\r\n"
+    local ucases = {
+        { "upload: two parts", T.req("POST", "/upload", "--xx\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n" ..
+          "--xx\r\nContent-Disposition: form-data; name=\"f\"; filename=\"q\\\"x.txt\"\r\nContent-Type: text/plain\r\n\r\n" ..
+          "hello\r\n--xx--\r\n", mp),
+          200, '[{"name":"a","filename":null,"content_type":null,"size":1,"sha256":' ..
+               '"6b86b273ff34fce19d6b804eff5a3f5747ada4eaa22f1d49c01e52ddb7875b4b"},' ..
+               '{"name":"f","filename":"q\\"x.txt","content_type":"text/plain","size":5,"sha256":' ..
+               '"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"}]' },
+        { "upload: bad header line", T.req("POST", "/upload", "--xx\r\nbroken header\r\n\r\nhello\r\n--xx--\r\n", mp), 400 },
+        { "upload: no final boundary", T.req("POST", "/upload", "--xx\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nhello\r\n--xx", mp), 400 },
+        { "upload: not multipart", T.req("POST", "/upload", "x=1", "Content-Type: application/x-www-form-urlencoded\r\n"), 415 },
+        { "upload: bad boundary", T.req("POST", "/upload", "x", "Content-Type: multipart/form-data; boundary=\r\n"), 400 },
+        { "upload: empty body", T.req("POST", "/upload", "", mp), 400 },
+    }
+    for _, case in ipairs(ucases) do
+        local name, raw, status, body = case[1], case[2], case[3], case[4]
+        local r = ask(lua, raw) or { headers = {} }
+        T.is(r.status, status, name .. ": status")
+        if body then T.is(r.body, body, name .. ": JSON") end
+        if ref then
+            local w = ask(ref, raw) or { headers = {} }
+            T.ok(r.status == w.status and r.body == w.body and r.headers["content-type"] == w.headers["content-type"],
+                 name .. ": same as the C echo-server",
+                 string.format("lua %s %q\nC   %s %q", tostring(r.status), tostring(r.body),
+                               tostring(w.status), tostring(w.body)))
+        end
+    end
+
+    -- curl -F with a 300 kB file.
+    local file = os.tmpname()
+    sh("head -c 300000 /dev/urandom > " .. file)
+    local out = sh("curl -s -F a=1 -F 'f=@" .. file .. ";type=image/png' http://127.0.0.1:" .. lua.port .. "/upload")
+    T.like(out, '"name":"f","filename":"[^"]+","content_type":"image/png","size":300000,"sha256":"' ..
+           sha_file(file) .. '"', "curl -F: the file part's type, size and sha256")
+    if ref then
+        T.is(out, sh("curl -s -F a=1 -F 'f=@" .. file .. ";type=image/png' http://127.0.0.1:" .. ref.port .. "/upload"),
+             "curl -F: same JSON as the C echo-server")
+    end
+    os.remove(file)
+
+    -- curl -N reads the event stream.
+    out = sh("curl -s -N --max-time 10 'http://127.0.0.1:" .. lua.port .. "/sse?n=5'")
+    T.is(out, "data: 0\n\ndata: 1\n\ndata: 2\n\ndata: 3\n\ndata: 4\n\n", "GET /sse?n=5: five events, then the end")
+    out = sh("curl -s -i --max-time 10 'http://127.0.0.1:" .. lua.port .. "/sse?n=x'")
+    T.like(out, "^HTTP/1.1 400", "GET /sse with a bad n: 400")
+end
+
 stop(lua)
 if ref then stop(ref) end
+
+-- A 150 MiB upload from Python's http.client: memory stays flat.
+do
+    local big = start("luajit " .. ECHO_LUA, "--max-body 209715200")
+    if T.ok(big ~= nil, "echo.lua starts with --max-body 200 MiB") then
+        local pid = tonumber(sh("pgrep -P " .. big.pid):match("%d+"))
+        local function kib(field)
+            local f = io.open("/proc/" .. tostring(pid) .. "/status")
+            local s = f and f:read("*a") or ""
+            if f then f:close() end
+            return tonumber(s:match(field .. ":%s*(%d+)")) or 0
+        end
+        local before = kib("VmRSS")
+        local out = sh("/usr/bin/python3 " .. T.dir .. "/support/upload_client.py " .. big.port .. " 150")
+        local status, want, json = out:match("^(%d+)\n(%x+)\n(.*)$")
+        T.is(status, "200", "150 MiB upload answered 200")
+        T.like(json, '^%[{"name":"note","filename":null,"content_type":null,"size":5,', "the field part first")
+        T.like(json, '"name":"file","filename":"big.bin","content_type":"application/octet%-stream","size":157286400,"sha256":"'
+               .. tostring(want) .. '"}%]', "the file part's size and sha256, hashed while streaming")
+        local grew = kib("VmHWM") - before
+        T.ok(pid and grew < 16 * 1024, "peak RSS grew " .. grew .. " KiB for a 150 MiB upload (under 16 MiB)")
+        stop(big)
+    end
+end
 
 -- Limits from flags, and a bad flag.
 local small = start("luajit " .. ECHO_LUA, "--max-body 16 --routes 3")

@@ -7,8 +7,13 @@
 //        [--max-body N] [--max-header-bytes N] [--backend koffi|ffi-napi]
 //
 // Prints "listening on PORT" once ready. POST|PUT /echo answers the body byte
-// for byte; /ws echoes WebSocket messages; everything else gets a JSON
-// description of the request. SIGTERM/SIGINT drain, then exit 0.
+// for byte; /ws echoes WebSocket messages; POST /upload parses a
+// multipart/form-data body while it streams in and answers the JSON array
+// of its parts {name, filename|null, content_type|null, size, sha256} (400
+// malformed, 415 another media type); GET /sse?n=N sends N events with data
+// 0..N-1, then ends; everything else gets a JSON description of the
+// request. SIGTERM/SIGINT drain, then exit 0.
+const crypto = require('crypto');
 const nanosrv = require('..');
 
 const LIMITS = {
@@ -44,13 +49,44 @@ function spin(us) {
 
 const clip = (s) => (s.length > 8192 ? s.slice(0, 8192) : s);
 
+// Each part hashed as it passes: memory is one piece, whatever the size.
+async function upload(req, res) {
+  const out = [];
+  try {
+    for await (const part of req.multipart({ maxParts: 10000 })) {
+      const h = crypto.createHash('sha256');
+      let size = 0;
+      for await (const c of part) { h.update(c); size += c.length; }
+      out.push({ name: part.name, filename: part.filename, content_type: part.contentType, size, sha256: h.digest('hex') });
+    }
+  } catch (e) {
+    if (!e.status) throw e;
+    res.writeHead(e.status, { 'Content-Type': 'text/plain' });
+    res.end(`${e.detail || e.message}\n`);
+    return;
+  }
+  res.json(out);
+}
+
+function sse(req, res) {
+  const n = Math.max(0, Math.min(1e6, parseInt(req.query.n, 10) || 0));
+  const s = res.sse();
+  let i = 0;
+  const pump = () => {
+    while (i < n && !s.closed) if (!s.send(String(i++))) return;
+    if (i >= n) s.end();
+  };
+  s.on('drain', pump);
+  pump();
+}
+
 async function main() {
   let srv;
   try {
     srv = nanosrv.createServer({ backend: args.backend, threads: args.threads, ...opts }, (req, res) => {
       if (args.busyUs) spin(args.busyUs);
       res.setHeader('Content-Type', 'application/json');
-      res.end(JSON.stringify({ method: req.method, path: clip(req.path), query: clip(req.query), body_len: req.bodyLength }));
+      res.end(JSON.stringify({ method: req.method, path: clip(req.path), query: clip(req.querystring), body_len: req.bodyLength }));
     });
   } catch (e) {
     process.stderr.write(`echo.js: ${e.message}\n`);
@@ -62,6 +98,8 @@ async function main() {
     res.end(req.body);
   };
   srv.post('/echo', echo).put('/echo', echo);
+  srv.post('/upload', upload, { streamBody: true });
+  srv.get('/sse', sse);
   for (let i = 0; i < args.routes; i++) srv.get(`/dummy/${i}/:id`, (req, res) => res.end('dummy'));
   try {
     srv.ws('/ws', { message: (ws, data) => ws.send(data) });

@@ -3,12 +3,27 @@
 // strings are made from the arena only when the handler reads them. The
 // arena is reused by the next poll, so after the batch a request either owns
 // a private copy of its bytes (still being answered) or is released.
+//
+// The request is a stream.Readable of its body. A whole-body request pushes
+// its body on the first read (nothing is copied unless it is read). A
+// streamed one (NSV_EVF_STREAM_BODY) is fed by the BODY events; when its
+// buffer passes the high water mark the server stops reading the socket
+// (nsv_pause_read) and resumes on _read, so memory stays bounded however
+// large the body and TCP slows the client.
+const { Readable } = require('stream');
 const { W } = require('./events');
 const { nsvError } = require('./errors');
+const forms = require('./forms');
 const C = require('./abi').constants;
 
-class Request {
-  constructor(arena, u32, w, conn) {
+// autoDestroy off: 'close' keeps its meaning "the client ended its side or
+// left" (the server destroys the stream then), not "the body was read".
+const STREAM_OPTS = { autoDestroy: false, highWaterMark: 64 * 1024 };
+
+class Request extends Readable {
+  constructor(arena, u32, w, conn, srv, streamOpts) {
+    super(streamOpts || STREAM_OPTS);
+    this._srv = srv;
     this._a = arena;
     this.conn = conn;
     this.flags = u32[w + W.flags];
@@ -21,9 +36,13 @@ class Request {
     this._bo = u32[w + W.body_off]; this._bl = u32[w + W.body_len];
     this._eo = u32[w + W.peer_off]; this._el = u32[w + W.peer_len];
     this.remotePort = u32[w + W.peer_port];
-    this.closed = false; // the client ended its side or left ('close' emitted)
-    this._on = null;
-    this._method = this._path = this._query = this._headers = this._params = this._body = undefined;
+    this.streaming = (this.flags & C.NSV_EVF_STREAM_BODY) !== 0;
+    this.complete = !this.streaming; // the whole body has arrived
+    this.aborted = false; // the client left before the body was complete
+    this._pausedC = false; // nsv_pause_read(conn, 1) is in effect
+    this._pushed = false;
+    this._method = this._path = this._qs = this._query = this._headers = this._params = this._body = undefined;
+    this._cookies = undefined;
   }
 
   _arena() {
@@ -38,10 +57,30 @@ class Request {
   get method() { return this._method === undefined ? (this._method = this._str(this._mo, this._ml)) : this._method; }
   // Raw request path, not percent-decoded (as sent).
   get path() { return this._path === undefined ? (this._path = this._str(this._po, this._pl)) : this._path; }
-  // Query string after '?', without it ('' when absent).
-  get query() { return this._query === undefined ? (this._query = this._str(this._qo, this._ql)) : this._query; }
+  // Raw query string after '?', without it ('' when absent).
+  get querystring() { return this._qs === undefined ? (this._qs = this._str(this._qo, this._ql)) : this._qs; }
+  // Decoded query as Express's req.query: { name: value }, a repeated name
+  // gives an array of its values in order (nsv_form_parse).
+  get query() {
+    if (this._query !== undefined) return this._query;
+    const list = this._ql ? forms.pairs(this._srv._f, 'nsv_form_parse', this._arena().subarray(this._qo, this._qo + this._ql)) : [];
+    return (this._query = forms.toObject(list));
+  }
+  // The query as [name, value] pairs in order, repeats kept.
+  get queryPairs() {
+    return this._ql ? forms.pairs(this._srv._f, 'nsv_form_parse', this._arena().subarray(this._qo, this._qo + this._ql)) : [];
+  }
+  // Cookies of the Cookie header(s) as { name: value } (nsv_cookie_parse).
+  get cookies() {
+    if (this._cookies !== undefined) return this._cookies;
+    let h = this.headers.cookie;
+    if (Array.isArray(h)) h = h.join('; ');
+    // Several Cookie lines were joined with ', ' by the header getter.
+    const src = h ? Buffer.from(h.indexOf(', ') >= 0 ? h.split(', ').join('; ') : h, 'latin1') : null;
+    return (this._cookies = src ? forms.cookieObject(forms.pairs(this._srv._f, 'nsv_cookie_parse', src)) : Object.create(null));
+  }
   // Like http.IncomingMessage#url: path plus '?query'.
-  get url() { return this._ql ? `${this.path}?${this.query}` : this.path; }
+  get url() { return this._ql ? `${this.path}?${this.querystring}` : this.path; }
   get httpVersion() { return this.flags & C.NSV_EVF_HTTP10 ? '1.0' : '1.1'; }
   get remoteAddress() { return this._str(this._eo, this._el); }
   get bodyLength() { return this._bl; }
@@ -81,15 +120,88 @@ class Request {
   }
 
   // Request body as a Buffer the handler may keep (a copy of the arena bytes).
+  // A streamed body is read from the stream instead (or with buffer()).
   get body() {
     if (this._body !== undefined) return this._body;
+    if (this.streaming) throw nsvError(C.NSV_ESTATE, 'the body of this request is streamed: read it from the request (a Readable) or await req.buffer()');
     const b = Buffer.allocUnsafe(this._bl);
     this._arena().copy(b, 0, this._bo, this._bo + this._bl);
     return (this._body = b);
   }
 
-  text() { return this._body !== undefined ? this._body.toString('utf8') : this._arena().toString('utf8', this._bo, this._bo + this._bl); }
+  text() {
+    if (this._body !== undefined || this.streaming) return this.body.toString('utf8');
+    return this._arena().toString('utf8', this._bo, this._bo + this._bl);
+  }
   json() { return JSON.parse(this.text()); }
+  // A urlencoded body as an object (as query).
+  form() { return forms.toObject(forms.pairs(this._srv._f, 'nsv_form_parse', this.streaming ? this.body : this._arena().subarray(this._bo, this._bo + this._bl))); }
+
+  // The whole body as one Buffer, streamed or not (memory: the body size,
+  // bounded by maxBody). Streamed bodies are read to the end first.
+  async buffer() {
+    if (!this.streaming) return this.body;
+    if (this._body !== undefined) return this._body;
+    const parts = [];
+    for await (const c of this.iterator({ destroyOnReturn: false })) parts.push(c);
+    return (this._body = Buffer.concat(parts));
+  }
+
+  // multipart/form-data part by part; see lib/multipart.js.
+  multipart(opts) { return require('./multipart').parts(this, opts); }
+
+  // ---- the stream ----
+
+  _read() {
+    if (!this.streaming) {
+      if (this._pushed) return;
+      this._pushed = true;
+      let b;
+      try { b = this.body; } catch (e) { this.destroy(e); return; }
+      if (b.length) this.push(b);
+      this.push(null);
+      return;
+    }
+    if (this._pausedC) { // the consumer caught up: read the socket again
+      this._pausedC = false;
+      this._srv._pauseRead(this.conn, false);
+    }
+  }
+
+  // A BODY event: bytes is a private copy; eof on the last piece.
+  _bodyPiece(bytes, eof) {
+    if (this.destroyed) return;
+    const more = bytes.length ? this.push(bytes) : true;
+    if (eof) {
+      this.complete = true;
+      this.push(null);
+    } else if (!more && !this._pausedC) {
+      this._pausedC = true;
+      this._srv._pauseRead(this.conn, true);
+    }
+  }
+
+  // The body will not come (early complete reply, a limit, an error).
+  _fail(err) {
+    if (this.destroyed || this.complete) return;
+    if (err && err.errno === C.NSV_ECLOSED) this._abort();
+    else this.destroy(err || undefined);
+  }
+
+  _abort() {
+    if (this.aborted) return;
+    this.aborted = true;
+    const e = new Error('aborted');
+    e.code = 'ECONNRESET';
+    this.destroy(e);
+    // After destroy: stream.finished() takes 'aborted' on a stream that
+    // has an `aborted` field as a premature close unless the error is set.
+    this.emit('aborted');
+  }
+
+  // Like IncomingMessage: 'error' only reaches listeners (stream consumers
+  // such as pipeline and for await have one), never an unhandled throw.
+  _destroy(err, cb) { cb(err && this.listenerCount('error') ? err : null); }
 
   // Gives the request its own copy of its bytes: its handler has not answered
   // yet and the arena is about to be overwritten by the next poll.
@@ -109,31 +221,20 @@ class Request {
 
   _release() { this._a = null; }
 
-  // Minimal emitter: 'close' once the client has ended its side while the
-  // request is with the handler (NSV_EV_HANGUP), had ended it before the
-  // request was delivered (NSV_EVF_EOF), or the connection closed. The
-  // response may still be sent: a half-closed client gets it.
-  on(event, fn) {
-    ((this._on || (this._on = {}))[event] || (this._on[event] = [])).push(fn);
-    return this;
-  }
-
-  once(event, fn) {
-    const w = (...a) => { this.off(event, w); fn(...a); };
-    return this.on(event, w);
-  }
-
-  off(event, fn) {
-    const l = this._on && this._on[event];
-    if (l) { const i = l.indexOf(fn); if (i >= 0) l.splice(i, 1); }
-    return this;
-  }
-
+  // 'close' (destroy) once the client has ended its side while the request
+  // is with the handler (NSV_EV_HANGUP), had ended it before the request
+  // was delivered (NSV_EVF_EOF), or the connection closed. The response may
+  // still be sent: a half-closed client gets it. A body cut short is an
+  // 'aborted' and an ECONNRESET error; a complete body still buffered is
+  // left to be read, and 'close' follows its 'end'.
   _hangup() {
-    if (this.closed) return;
-    this.closed = true;
-    const l = this._on && this._on.close;
-    if (l) for (const fn of l.slice()) fn();
+    if (this.destroyed) return;
+    if (!this.complete) { this._abort(); return; }
+    if (this.streaming && !this.readableEnded && this.readableLength) {
+      this.once('end', () => this.destroy());
+      return;
+    }
+    this.destroy();
   }
 }
 

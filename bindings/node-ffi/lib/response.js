@@ -3,6 +3,7 @@
 // fits. A complete reply (end) is queued in the server's reply batch; write()
 // switches to a chunked stream sent with direct calls.
 const { nsvError, typeError } = require('./errors');
+const forms = require('./forms');
 const C = require('./abi').constants;
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
@@ -33,7 +34,10 @@ class Response {
     this.writableEnded = false;
     this.destroyed = false; // the connection closed before the reply
     this.writableNeedDrain = false; // write() returned false: wait for 'drain'
+    this._unacked = 0;
+    this._over = false;
     this._stream = false;
+    this._sse = null;
     this._on = null;
   }
 
@@ -103,14 +107,116 @@ class Response {
       this._stream = true;
       this.headersSent = true;
     }
-    if (chunk != null && chunk.length) this._srv._sendChunk(this, chunk);
+    if (chunk != null && chunk.length) {
+      this._srv._sendChunk(this, chunk);
+      this._sent(chunk.length);
+    }
     return !this.writableNeedDrain;
+  }
+
+  // Bytes sent since the library last said where the output stands. On a
+  // sharded server TCP_WRITABLE comes back a turn later, so a tight loop
+  // of sends could pass the high water mark (and the output cap, which
+  // closes the connection) before write() says so: after one high water
+  // mark of sends without news, write() returns false; 'drain' follows a
+  // turn later unless the library reported the output over the mark
+  // meanwhile (then at its code 1, as usual).
+  _sent(n) {
+    this._unacked += n;
+    if (!this.writableNeedDrain && this._unacked >= this._srv._highWater()) {
+      this.writableNeedDrain = true;
+      setImmediate(() => {
+        if (!this._over && this.writableNeedDrain && !this.destroyed) this._writable(true);
+      });
+    }
   }
 
   // TCP_WRITABLE from the library: false past the high water mark, true once drained.
   _writable(ok) {
+    this._over = !ok;
+    this._unacked = 0;
     this.writableNeedDrain = !ok;
-    if (ok) this._emit('drain');
+    if (ok) {
+      if (this._sse) this._sse._drained();
+      this._emit('drain');
+    }
+  }
+
+  // Set-Cookie as Express's res.cookie(name, value, { maxAge (ms), expires,
+  // path ('/'), domain, secure, httpOnly, sameSite, partitioned, encode }),
+  // built and validated by nsv_set_cookie: a bad name, value or attribute
+  // throws NSV_EINVAL with the library's reason.
+  cookie(name, value, opts) {
+    const f = this._srv._f;
+    const line = forms.setCookieValue(f, () => f.nsv_last_error_detail(null) || '', name, value, opts);
+    this._addHeader('Set-Cookie', line);
+    return this;
+  }
+
+  // Expires the cookie (Max-Age=0 and an Expires in 1970); path and domain
+  // must match the ones it was set with.
+  clearCookie(name, opts = {}) {
+    const o = { ...opts, expires: new Date(0) };
+    delete o.maxAge;
+    const f = this._srv._f;
+    const line = forms.setCookieValue(f, () => f.nsv_last_error_detail(null) || '', name, '', o);
+    this._addHeader('Set-Cookie', line.replace(/; Expires=/, '; Max-Age=0; Expires='));
+    return this;
+  }
+
+  _addHeader(name, value) {
+    const prev = this.getHeader(name);
+    if (prev === undefined) this.setHeader(name, [value]);
+    else this.setHeader(name, (Array.isArray(prev) ? prev : [prev]).concat(value));
+  }
+
+  // Starts a server-sent event stream (status 200, text/event-stream, the
+  // headers set so far): returns an EventStream (send, comment, end).
+  sse() {
+    if (this.headersSent) throw nsvError(C.NSV_ESTATE, 'headers already sent');
+    const { EventStream } = require('./sse');
+    this._srv._sseStart(this);
+    this._stream = true;
+    this.headersSent = true;
+    this._sse = new EventStream(this);
+    return this._sse;
+  }
+
+  // Answers with a file: path is a file system path, or with opts.root a
+  // URL path (percent-encoded, as in the request) resolved under root with
+  // the static rules (no way out of root). Range, conditional requests and
+  // HEAD are handled in C; opts.status (or a statusCode set before) sends
+  // the whole file with that status; opts.headers are added. Throws
+  // NanosrvError NSV_ENOTFOUND when there is no such file (nothing was
+  // sent: answer otherwise, e.g. let the next route try).
+  sendFile(path, opts = {}) {
+    if (typeof path !== 'string') throw typeError('path', 'a string', path);
+    if (opts === null || typeof opts !== 'object') throw typeError('options', 'an object', opts);
+    if (this.writableEnded || this.headersSent) throw nsvError(C.NSV_ESTATE, 'the response was already sent');
+    const root = opts.root === undefined ? '' : opts.root;
+    if (typeof root !== 'string') throw typeError('root', 'a string', root);
+    let status = opts.status === undefined ? (this.statusCode === 200 ? 0 : this.statusCode) : opts.status;
+    if (status !== 0) checkStatus(status);
+    // opts.headers go into this answer only (a miss leaves res untouched).
+    let extra = '';
+    if (opts.headers) {
+      for (const k of Object.keys(opts.headers)) {
+        const v = opts.headers[k];
+        if (!TOKEN.test(k)) throw typeError('header name', 'a valid HTTP token', k);
+        for (const x of Array.isArray(v) ? v : [v]) {
+          if ((typeof x !== 'string' && typeof x !== 'number') || BAD_VALUE.test(String(x))) throw typeError(`value of header '${k}'`, 'a string or number without control characters', x);
+          extra += `${k}: ${x}\r\n`;
+        }
+      }
+    }
+    const { staticFlags } = require('./server');
+    if (this.destroyed) { this.writableEnded = this.headersSent = true; return this; }
+    if (!this._srv._replyFile(this, status, root, path, staticFlags(opts), extra)) {
+      throw nsvError(C.NSV_ENOTFOUND, `no such file: ${path}`);
+    }
+    this.writableEnded = this.headersSent = true;
+    this._emit('finish');
+    return this;
   }
 
   end(body) {
@@ -164,6 +270,7 @@ class Response {
   _closed() {
     if (this.destroyed) return;
     this.destroyed = true;
+    if (this._sse) this._sse._gone();
     this._emit('close');
   }
 }

@@ -12,9 +12,24 @@ const { WebSocket } = require('./websocket');
 const { Pump } = require('./pump');
 
 const EMPTY = Buffer.alloc(0);
+// What the library answered when it ended a streamed body.
+const STATUS_OF = { [C.NSV_ETOOBIG]: 413, [C.NSV_ETIMEDOUT]: 408, [C.NSV_EPARSE]: 400 };
 // Options handled by the binding; every other key is a library option, given
 // in camelCase (maxBody -> NSV_OPT_MAX_BODY via nsv_opt_by_name).
-const OWN = new Set(['backend', 'library', 'threads', 'maxEvents', 'arenaSize', 'handler']);
+const OWN = new Set(['backend', 'library', 'threads', 'maxEvents', 'arenaSize', 'handler', 'bodyHighWaterMark']);
+
+// Flags of nsv_serve_dir / nsv_reply_file by option name.
+const STATIC_FLAGS = {
+  list: C.NSV_STATIC_LIST, symlinks: C.NSV_STATIC_SYMLINKS, precompressed: C.NSV_STATIC_PRECOMPRESSED,
+  fallthrough: C.NSV_STATIC_FALLTHROUGH, dotfiles: C.NSV_STATIC_DOTFILES,
+};
+
+function staticFlags(opts) {
+  let flags = opts.flags === undefined ? 0 : opts.flags;
+  if (!Number.isInteger(flags) || flags < 0) throw typeError('flags', 'a non-negative integer', flags);
+  for (const k of Object.keys(STATIC_FLAGS)) if (opts[k]) flags |= STATIC_FLAGS[k];
+  return flags;
+}
 
 function toBuf(x) {
   if (x == null) return EMPTY;
@@ -46,6 +61,10 @@ class Server extends EventEmitter {
     this._routes = []; // route id -> { handler, ws }
     this._wsRoutes = new Map(); // pattern -> route id
     this._pending = new Map(); // conn -> Response still being answered
+    this._bodies = new Map(); // conn -> Request whose streamed body is still arriving
+    const hwm = opts.bodyHighWaterMark;
+    if (hwm !== undefined && (!Number.isInteger(hwm) || hwm < 1)) throw typeError('bodyHighWaterMark', 'a positive integer', hwm);
+    this._streamOpts = hwm === undefined ? null : { autoDestroy: false, highWaterMark: hwm };
     this._sockets = new Map(); // conn -> WebSocket
     this._live = []; // requests of the current batch
     this._inDrain = false;
@@ -68,7 +87,14 @@ class Server extends EventEmitter {
     const nb = Buffer.from(snake(name));
     const id = check(this._f.nsv_opt_by_name(nb, nb.length), `unknown option '${name}'`);
     check(this._f.nsv_set_int(this._h, id, typeof value === 'boolean' ? +value : value), () => `option ${name}=${value}`);
+    this._hw = undefined;
     return this;
+  }
+
+  // NSV_OPT_TCP_HIGH_WATER, cached (streams pace themselves with it).
+  _highWater() {
+    if (this._hw === undefined) this._hw = Number(this._f.nsv_get_int(this._h, C.NSV_OPT_TCP_HIGH_WATER)) || 65536;
+    return this._hw;
   }
 
   getOption(name) {
@@ -88,8 +114,15 @@ class Server extends EventEmitter {
     return this;
   }
 
-  route(method, pattern, handler, flags = 0, ws = null) {
+  // opts: { streamBody: true } delivers the request as soon as its head is
+  // parsed and streams the body (req is a Readable fed as it arrives); a
+  // number is taken as NSV_ROUTE_* flags.
+  route(method, pattern, handler, opts = 0, ws = null) {
     if (typeof method !== 'string') throw typeError('method', 'a string', method);
+    let flags = 0;
+    if (typeof opts === 'number') flags = opts;
+    else if (opts !== null && typeof opts === 'object') { if (opts.streamBody) flags |= C.NSV_ROUTE_STREAM_BODY; }
+    else throw typeError('route options', 'an object', opts);
     if (typeof pattern !== 'string') throw typeError('pattern', 'a string', pattern);
     if (!ws && typeof handler !== 'function') throw typeError('handler', 'a function', handler);
     const id = this._routes.length;
@@ -99,12 +132,27 @@ class Server extends EventEmitter {
     return this;
   }
 
-  get(p, h) { return this.route('GET', p, h); }
-  post(p, h) { return this.route('POST', p, h); }
-  put(p, h) { return this.route('PUT', p, h); }
-  delete(p, h) { return this.route('DELETE', p, h); }
-  patch(p, h) { return this.route('PATCH', p, h); }
-  all(p, h) { return this.route('ALL', p, h); }
+  get(p, h, o) { return this.route('GET', p, h, o); }
+  post(p, h, o) { return this.route('POST', p, h, o); }
+  put(p, h, o) { return this.route('PUT', p, h, o); }
+  delete(p, h, o) { return this.route('DELETE', p, h, o); }
+  patch(p, h, o) { return this.route('PATCH', p, h, o); }
+  all(p, h, o) { return this.route('ALL', p, h, o); }
+
+  // Serves the directory dir under the URL prefix ('/static/') in C, with
+  // no event for the app. opts: cacheControl, and the flags by name: list,
+  // symlinks, precompressed, fallthrough (a miss goes on to the routes),
+  // dotfiles (or flags: NSV_STATIC_* bits). Before listen().
+  static(prefix, dir, opts = {}) {
+    if (typeof prefix !== 'string') throw typeError('prefix', 'a string', prefix);
+    if (typeof dir !== 'string') throw typeError('dir', 'a string', dir);
+    if (opts === null || typeof opts !== 'object') throw typeError('options', 'an object', opts);
+    const cc = opts.cacheControl === undefined ? '' : opts.cacheControl;
+    if (typeof cc !== 'string') throw typeError('cacheControl', 'a string', cc);
+    const pb = Buffer.from(prefix), db = Buffer.from(dir), cb = Buffer.from(cc, 'latin1');
+    return check(this._f.nsv_serve_dir(this._h, pb, pb.length, db, db.length, cb, cb.length, staticFlags(opts)),
+      () => `static ${prefix} ${dir}: ${this._detail()}`);
+  }
 
   // WebSocket endpoint: handlers { open(ws, req), message(ws, data, isBinary),
   // close(ws, code, reason), ping(ws, data), pong(ws, data) }. The upgrade is
@@ -213,9 +261,19 @@ class Server extends EventEmitter {
       const type = u32[w + W.type];
       const conn = connId(u32, w);
       switch (type) {
-        case C.NSV_EV_REQUEST: this._onRequest(new Request(arena, u32, w, conn)); break;
+        case C.NSV_EV_REQUEST: this._onRequest(new Request(arena, u32, w, conn, this, this._streamOpts)); break;
+        case C.NSV_EV_BODY: {
+          const req = this._bodies.get(conn);
+          if (req === undefined) break; // answered already: the library drops the rest
+          const o = u32[w + W.body_off], l = u32[w + W.body_len];
+          const eof = (u32[w + W.flags] & C.NSV_EVF_EOF) !== 0;
+          if (eof) this._bodies.delete(conn);
+          // The arena is reused by the next poll: the stream gets a copy.
+          try { req._bodyPiece(l ? Buffer.from(arena.subarray(o, o + l)) : EMPTY, eof); } catch (e) { this._failed(e, req, req._res); }
+          break;
+        }
         case C.NSV_EV_CLOSE: this._onClose(conn); break;
-        case C.NSV_EV_WS_OPEN: this._onWsOpen(new Request(arena, u32, w, conn)); break;
+        case C.NSV_EV_WS_OPEN: this._onWsOpen(new Request(arena, u32, w, conn, this)); break;
         case C.NSV_EV_WS_MESSAGE: this._onWs(conn, 'message', u32, i32, w, arena); break;
         case C.NSV_EV_WS_CLOSE: this._onWs(conn, 'close', u32, i32, w, arena); break;
         case C.NSV_EV_WS_PING: this._onWs(conn, 'ping', u32, i32, w, arena); break;
@@ -223,7 +281,14 @@ class Server extends EventEmitter {
         case C.NSV_EV_ERROR: {
           const o = u32[w + W.body_off];
           const msg = arena.latin1Slice(o, o + u32[w + W.body_len]);
-          if (this.listenerCount('clientError')) this.emit('clientError', nsvError(i32[w + W.code], msg), conn);
+          const err = nsvError(i32[w + W.code], msg);
+          const req = conn ? this._bodies.get(conn) : undefined;
+          if (req !== undefined) { // a limit or the client ended a streamed body
+            this._bodies.delete(conn);
+            err.status = STATUS_OF[err.errno];
+            try { req._fail(err); } catch (e) { this._failed(e, req, req._res); }
+          }
+          if (this.listenerCount('clientError')) this.emit('clientError', err, conn);
           break;
         }
         case C.NSV_EV_HANGUP: { // the client ended its side while its request is with us
@@ -263,6 +328,7 @@ class Server extends EventEmitter {
     const res = new Response(this, req.conn, req);
     req._res = res;
     this._live.push(req);
+    if (req.streaming) this._bodies.set(req.conn, req);
     if (!handler) { res.statusCode = 404; res.json({ error: 'not found' }); return; }
     this._run(handler, req, res);
     // Delivered after the client ended its side: 'close' once the handler
@@ -305,9 +371,15 @@ class Server extends EventEmitter {
   }
 
   _failed(err, req, res) {
-    if (this.listenerCount('handlerError')) this.emit('handlerError', err, req, res);
-    else console.error('nanosrv: handler failed:', err);
-    if (res.writableEnded || res.destroyed) return;
+    // An error with a 4xx status (multipart, body limits, http-errors style)
+    // is the client's: it becomes the answer, not a 500.
+    const st = err && (err.status || err.statusCode);
+    const clientError = Number.isInteger(st) && st >= 400 && st < 500;
+    if (!clientError) {
+      if (this.listenerCount('handlerError')) this.emit('handlerError', err, req, res);
+      else console.error('nanosrv: handler failed:', err);
+    }
+    if (!res || res.writableEnded || res.destroyed) return;
     if (res.headersSent) { // mid-stream: the only honest signal left is closing
       res.writableEnded = true;
       this._pending.delete(res.conn);
@@ -315,11 +387,13 @@ class Server extends EventEmitter {
       return;
     }
     res._h = null;
-    res.statusCode = 500;
-    res.json({ error: 'internal server error' });
+    if (clientError) res.json({ error: err.message }, st);
+    else res.json({ error: 'internal server error' }, 500);
   }
 
   _onClose(conn) {
+    const body = this._bodies.get(conn);
+    if (body !== undefined) { this._bodies.delete(conn); body._hangup(); }
     const res = this._pending.get(conn);
     if (res !== undefined) {
       this._pending.delete(conn);
@@ -378,7 +452,24 @@ class Server extends EventEmitter {
 
   // ---- replies ----
 
+  // A complete reply before a streamed body ended ends the body (the
+  // library reads and drops the rest): the request stream ends here.
+  _cutBody(res) {
+    const req = this._bodies.get(res.conn);
+    if (req === undefined || req !== res.req) return;
+    this._bodies.delete(res.conn);
+    if (req._pausedC) this._pauseRead(req.conn, false);
+    req._fail(null);
+  }
+
+  _pauseRead(conn, on) {
+    if (this._h !== null) this._f.nsv_pause_read(this._h, conn, on ? 1 : 0);
+  }
+
+  _detail() { return this._h === null ? '' : this._f.nsv_last_error_detail(this._h) || ''; }
+
   _queueReply(res, body) {
+    this._cutBody(res);
     this._pending.delete(res.conn);
     this._batch.add(res.conn, res.statusCode, res._head(), body);
     if (!this._inDrain && !this._flushQueued) {
@@ -429,7 +520,54 @@ class Server extends EventEmitter {
   _replyEnd(res) {
     this._direct();
     this._pending.delete(res.conn);
+    if (this._bodies.get(res.conn) === res.req) { // the library closes after the reply
+      this._bodies.delete(res.conn);
+      res.req._fail(null);
+    }
     check(this._f.nsv_reply_end(this._h, res.conn), 'nsv_reply_end');
+  }
+
+  _sseStart(res) {
+    this._direct();
+    const head = Buffer.from(res._head(), 'latin1');
+    this._pending.set(res.conn, res);
+    check(this._f.nsv_sse_start(this._h, res.conn, head, head.length), () => `res.sse(): ${this._detail()}`);
+  }
+
+  // 0, or NSV_EAGAIN / NSV_ESTALE for the caller to handle; throws others.
+  _sseSend(res, ev, id, data, retry) {
+    this._direct();
+    const r = this._f.nsv_sse_send(this._h, res.conn, ev, ev ? ev.length : 0, id, id ? id.length : 0,
+      data, data ? data.length : 0, retry);
+    if (r < 0 && r !== C.NSV_EAGAIN && r !== C.NSV_ESTALE) {
+      throw nsvError(r, `sse send: ${this._detail() || this._f.nsv_last_error_detail(null) || ''}`);
+    }
+    return r;
+  }
+
+  // Raw chunk send for the SSE queue: 0, NSV_EAGAIN or NSV_ESTALE.
+  _trySend(res, buf) {
+    this._direct();
+    const r = this._f.nsv_send_chunk(this._h, res.conn, buf, buf.length);
+    if (r < 0 && r !== C.NSV_EAGAIN && r !== C.NSV_ESTALE) throw nsvError(r, 'nsv_send_chunk');
+    return r;
+  }
+
+  // Answers with a file (nsv_reply_file). Returns false when there is no
+  // such file (NSV_ENOTFOUND: nothing was sent).
+  _replyFile(res, status, root, path, flags, extra) {
+    this._direct();
+    const req = res.req;
+    const rb = Buffer.from(root), pb = Buffer.from(path);
+    const a = req._arena();
+    const rh = a.subarray(req._ho, req._ho + req._hl);
+    const hb = Buffer.from(res._head() + extra, 'latin1');
+    const r = this._f.nsv_reply_file(this._h, res.conn, status, rb, rb.length, pb, pb.length, rh, rh.length, hb, hb.length, flags);
+    if (r === C.NSV_ENOTFOUND) return false;
+    check(r, () => `sendFile ${path}: ${this._detail()}`);
+    this._cutBody(res);
+    this._pending.delete(res.conn);
+    return true;
   }
 
   _closeConn(conn) {
@@ -490,4 +628,4 @@ class Server extends EventEmitter {
   get connections() { return this._pending.size + this._sockets.size; }
 }
 
-module.exports = { Server };
+module.exports = { Server, staticFlags };

@@ -4,6 +4,7 @@
 // only if it fits, so each call sizes its output buffer first.
 const { check, nsvError, typeError } = require('./errors');
 const { constants: C, structs } = require('./abi');
+const forms = require('./forms');
 
 // nsv_url field name -> byte offset, from the generated description.
 const URL_SIZE = structs.nsv_url.size;
@@ -88,6 +89,18 @@ function makeUtils(getNative) {
     setLogLevel(level) {
       if (!Number.isInteger(level)) throw typeError('level', 'an integer', level);
       check(f().nsv_set_log_level(level));
+    },
+    // Query strings / urlencoded bodies as [name, value] pairs in order,
+    // repeats kept ('+' is a space, %XX decoded, never an error).
+    parseForm: (src) => forms.pairs(f(), 'nsv_form_parse', forms.bytes(src, 'src')),
+    // A Cookie header as [name, value] pairs in header order, values as sent.
+    parseCookie: (header) => forms.pairs(f(), 'nsv_cookie_parse', forms.bytes(header, 'header')),
+    // A Set-Cookie value with res.cookie's options, validated in C.
+    serializeCookie: (name, value, opts) => forms.setCookieValue(f(), () => f().nsv_last_error_detail(null) || '', name, value, opts),
+    // The media type the static server sends for a file name.
+    mimeType(name) {
+      const b = bytes(name, 'name');
+      return f().nsv_mime_type(b, b.length);
     },
     strerror: (code) => f().nsv_strerror(code),
     errname: (code) => f().nsv_errname(code),

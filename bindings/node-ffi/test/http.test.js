@@ -23,13 +23,13 @@ for (const backend of BACKENDS) {
   describe(`http (${backend})`, { timeout: 60000 }, () => {
     test('routes, params, query, headers, fallback', async (t) => {
       const { base } = await serve(t, backend, {}, (srv) => {
-        srv.get('/users/:id', (req, res) => res.json({ id: req.params.id, q: req.query, url: req.url, h: req.headers['x-test'] }));
+        srv.get('/users/:id', (req, res) => res.json({ id: req.params.id, q: req.querystring, qo: { ...req.query }, url: req.url, h: req.headers['x-test'] }));
         srv.fallback((req, res) => { res.statusCode = 418; res.end(`${req.method} ${req.path}`); });
       });
       let r = await fetch(`${base}/users/a%20b?x=1&y=2`, { headers: { 'X-Test': 'yes' } });
       assert.strictEqual(r.status, 200);
       assert.strictEqual(r.headers.get('content-type'), 'application/json');
-      assert.deepStrictEqual(await r.json(), { id: 'a b', q: 'x=1&y=2', url: '/users/a%20b?x=1&y=2', h: 'yes' });
+      assert.deepStrictEqual(await r.json(), { id: 'a b', q: 'x=1&y=2', qo: { x: '1', y: '2' }, url: '/users/a%20b?x=1&y=2', h: 'yes' });
       r = await fetch(`${base}/nothing/here`, { method: 'DELETE' });
       assert.strictEqual(r.status, 418);
       assert.strictEqual(await r.text(), 'DELETE /nothing/here');
@@ -95,7 +95,7 @@ for (const backend of BACKENDS) {
         srv.get('/later/:ms', async (req, res) => {
           const ms = +req.params.ms; // read before awaiting is not required:
           await sleep(ms);
-          res.end(`waited ${ms} ${req.params.ms} ${req.query}`); // the request kept its bytes
+          res.end(`waited ${ms} ${req.params.ms} ${req.querystring}`); // the request kept its bytes
         });
         srv.get('/reject', async () => { await sleep(1); throw new Error('nope'); });
         srv.get('/throw', () => { throw new Error('sync nope'); });

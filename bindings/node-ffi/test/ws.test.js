@@ -30,7 +30,7 @@ for (const backend of BACKENDS) {
       const serverClosed = new Promise((r) => { closed = r; });
       const { base } = await serve(t, backend, {}, (srv) => {
         srv.ws('/ws/:room', {
-          open(ws, req) { ws.data.room = req.params.room; log.push(`open ${req.params.room} ${req.query}`); ws.send(`hello ${ws.data.room}`); },
+          open(ws, req) { ws.data.room = req.params.room; log.push(`open ${req.params.room} ${req.querystring}`); ws.send(`hello ${ws.data.room}`); },
           message(ws, data, isBinary) {
             if (data === 'bye') { ws.close(4000, 'asked'); return; }
             ws.send(isBinary ? Buffer.concat([Buffer.from([0xff]), data]) : `echo:${data}`);

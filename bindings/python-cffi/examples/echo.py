@@ -7,9 +7,14 @@
 
 Prints "listening on PORT" once ready. POST|PUT /echo answers the body byte
 for byte; /ws echoes WebSocket messages (when the library has WebSocket);
+POST /upload parses a multipart/form-data body while it streams in and
+answers the JSON array of its parts {name, filename|null,
+content_type|null, size, sha256} (400 malformed, 415 other media types);
+GET /sse?n=N sends N server-sent events with data 0..N-1, then ends;
 everything else gets {"method":..,"path":..,"query":..,"body_len":..}.
 SIGTERM/SIGINT drain: in-flight requests finish, then it exits 0.
 """
+import hashlib
 import os
 import re
 import signal
@@ -40,6 +45,62 @@ def json_bytes(b):
     if _needs_escape(b) is None:
         return b'"' + b + b'"'
     return b'"' + re.sub(rb'["\\\x00-\x1f]', _esc_char, b) + b'"'
+
+
+def json_opt(b):
+    return b"null" if b is None else json_bytes(b)
+
+
+TEXT_HDR = b"Content-Type: text/plain\r\n"
+
+
+def upload(conn, msg):
+    """POST /upload: each part hashed as it streams past (nanosrv.multipart)."""
+    if not msg.streamed:
+        return 400, TEXT_HDR, b"empty multipart body\n"
+    try:
+        reader = nanosrv.MultipartReader(msg, msg.header("content-type") or "", max_parts=10000)
+    except nanosrv.UnsupportedMediaType:
+        return 415, TEXT_HDR, b"not multipart/form-data\n"
+    except nanosrv.MultipartError:
+        return 400, TEXT_HDR, b"bad multipart boundary\n"
+    out = []
+    try:
+        for part in reader:
+            h = hashlib.sha256()
+            for chunk in part:
+                h.update(chunk)
+            ct = part.content_type.encode("latin-1") if part.content_type is not None else None
+            out.append(b'{"name":%s,"filename":%s,"content_type":%s,"size":%d,"sha256":"%s"}' % (
+                json_bytes(part.raw_name), json_opt(part.raw_filename), json_opt(ct), part.size,
+                h.hexdigest().encode()))
+    except nanosrv.MultipartError as e:
+        return 400, TEXT_HDR, str(e).encode() + b"\n"
+    conn.http_reply(200, JSON_HDR, b"[" + b",".join(out) + b"]")
+
+
+def sse(conn, msg):
+    """GET /sse?n=N: N events (data 0..N-1), sent as fast as the client takes them."""
+    try:
+        n = int(msg.query_params.get("n", "0"))
+    except ValueError:
+        n = -1
+    if n < 0:
+        return 400, TEXT_HDR, b"n must be a count\n"
+    es = conn.sse_start()
+    state = [0]
+
+    def pump():
+        i = state[0]
+        while i < n and not es.closed:
+            i += 1
+            if not es.send(str(i - 1)):
+                state[0] = i
+                es.on_drain(pump)  # paced by the client: go on at the low water mark
+                return
+        state[0] = i
+        es.end()
+    pump()
 
 
 def spin(us):
@@ -93,6 +154,8 @@ def main():
             conn.ws_send(data.data, data.opcode)
 
     srv.route("POST", "/echo", echo)
+    srv.route("POST", "/upload", upload, stream=True)
+    srv.route("GET", "/sse", sse)
     srv.route("PUT", "/echo", echo)
     for i in range(cfg["routes"]):
         srv.route("GET", "/dummy/%d/:id" % i, describe)

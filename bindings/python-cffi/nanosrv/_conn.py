@@ -31,7 +31,7 @@ def to_bytes(x, what="body"):
 
 class Connection:
     __slots__ = ("_m", "_s", "id", "_pending", "_closed", "_ws", "_streaming", "_blocked", "_drained",
-                 "_hangup", "_gone_fns", "__weakref__")
+                 "_hangup", "_gone_fns", "_body", "_hdrs", "__weakref__")
 
     def __init__(self, manager, conn_id):
         self._m = manager
@@ -45,6 +45,8 @@ class Connection:
         self._drained = None    # callbacks and futures waiting for it to drain
         self._hangup = False    # the client ended its side (HANGUP) or the connection closed
         self._gone_fns = None   # callbacks and futures waiting for that
+        self._body = None       # BodyStream of the request whose body is streaming
+        self._hdrs = b""        # header lines for the next reply (set_cookie)
 
     def _ptr(self):
         if self._closed:
@@ -68,6 +70,8 @@ class Connection:
             headers = to_bytes(headers, "headers")
         if type(body) is not bytes:
             body = to_bytes(body)
+        if self._hdrs:
+            headers = self._take_headers() + headers
         r = _reply(self._s, self.id, status, headers, len(headers), body, len(body))
         if r:
             check(r, self._s)
@@ -79,11 +83,59 @@ class Connection:
 
     def reply_start(self, status, headers=""):
         """Start a chunked response; continue with send_chunk, finish with reply_end."""
-        headers = to_bytes(headers, "headers")
+        headers = self._take_headers() + to_bytes(headers, "headers")
         check(lib.nsv_reply_start(self._ptr(), self.id, status, headers, len(headers)), self._s)
         self._pending = False
         self._streaming = True
         self._after_send()
+
+    def _take_headers(self):
+        h, self._hdrs = self._hdrs, b""
+        return h
+
+    def set_cookie(self, name, value="", *, path=None, domain=None, max_age=None, expires=None, secure=False,
+                   httponly=False, samesite=None, partitioned=False):
+        """Add a Set-Cookie line to the next reply of this connection
+        (http_reply, a returned value, reply_start, sse_start, send_file).
+        Validated by the library: ValueError with its reason. Arguments as
+        nanosrv.set_cookie_header."""
+        from .forms import set_cookie_header
+        line = set_cookie_header(name, value, path=path, domain=domain, max_age=max_age, expires=expires,
+                                 secure=secure, httponly=httponly, samesite=samesite, partitioned=partitioned)
+        self._hdrs += b"Set-Cookie: " + line.encode("latin-1") + b"\r\n"
+
+    def delete_cookie(self, name, *, path=None, domain=None, secure=False, samesite=None):
+        """Tell the client to drop a cookie (empty value, Max-Age=0)."""
+        self.set_cookie(name, "", path=path, domain=domain, max_age=0, secure=secure, samesite=samesite)
+
+    def sse_start(self, headers=""):
+        """Answer the pending request with a server-sent event stream
+        (nsv_sse_start); returns a nanosrv.sse.EventStream."""
+        from .sse import EventStream
+        headers = self._take_headers() + to_bytes(headers, "headers")
+        check(lib.nsv_sse_start(self._ptr(), self.id, headers, len(headers)), self._s)
+        self._pending = False
+        self._streaming = True
+        self._after_send()
+        return EventStream(self)
+
+    def send_file(self, msg, path, *, root=None, status=0, headers="", **flags):
+        """Answer the pending request `msg` with a file (nsv_reply_file):
+        with root, path is a URL path resolved under root as the static
+        server does (no escape from root); without, a file system path.
+        status 0 gives 200/206/304/416 from the request's conditional and
+        Range headers. Returns False (nothing sent) when there is no such
+        file. flags by name as Manager.static."""
+        from .static import reply_file
+        hdrs = self._take_headers()
+        try:
+            sent = reply_file(self, msg, path, root, status, hdrs + to_bytes(headers, "headers"), flags)
+        except BaseException:
+            self._hdrs = hdrs + self._hdrs
+            raise
+        if not sent:
+            self._hdrs = hdrs + self._hdrs  # still owed to whatever answer comes instead
+        return sent
 
     def send_chunk(self, data):
         data = to_bytes(data, "data")

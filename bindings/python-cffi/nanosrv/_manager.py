@@ -11,10 +11,11 @@ import sys
 
 from ._conn import Connection, to_bytes
 from ._ffi import ffi, has, lib, EVENT_SIZE
-from ._message import (BODY, BODY_LEN, CODE, CONN, EVENT, LISTENER, ROUTE, TYPE, Event, HttpMessage,
-                       WsMessage, WsOpcode)
+from ._message import (BODY, BODY_LEN, CODE, CONN, EVENT, EVF_EOF, EVF_STREAM_BODY, FLAGS, LISTENER, ROUTE, TYPE,
+                       Event, HttpMessage, WsMessage, WsOpcode)
 from ._response import to_reply
-from .errors import NotSupportedError, check, error, require
+from .errors import HTTPError, NotSupportedError, check, error, require
+from .stream import BodyStream, body_error
 
 log = logging.getLogger("nanosrv")
 
@@ -25,6 +26,8 @@ _EV_REQUEST, _EV_CLOSE, _EV_ERROR = lib.NSV_EV_REQUEST, lib.NSV_EV_CLOSE, lib.NS
 _EV_WS_OPEN, _EV_WS_MESSAGE, _EV_WS_CLOSE = lib.NSV_EV_WS_OPEN, lib.NSV_EV_WS_MESSAGE, lib.NSV_EV_WS_CLOSE
 _EV_WS_PING, _EV_WS_PONG = lib.NSV_EV_WS_PING, lib.NSV_EV_WS_PONG
 _EV_WRITABLE, _EV_HANGUP = lib.NSV_EV_TCP_WRITABLE, lib.NSV_EV_HANGUP
+_EV_BODY = lib.NSV_EV_BODY
+_ECLOSED = lib.NSV_ECLOSED
 _WS_TEXT = lib.NSV_WS_TEXT
 _JSON_HDR = b"Content-Type: application/json\r\n"
 _ERR_500 = b'{"error":"internal server error"}'
@@ -83,6 +86,11 @@ class Manager:
         self._aio = None
         self._running = False
         self._stopped = False
+        # Bytes of a streamed body buffered for a consumer that lags before
+        # reading from the client pauses (see nanosrv.stream).
+        self.body_buffer = 1 << 20
+        self._later = []            # streamed requests waiting for the end of their batch
+        self._stream_all = False    # the stream_body option is on: every handler may stream
 
     def _set_arena(self, cap):
         self._arena = ffi.new("char[]", cap)
@@ -106,7 +114,7 @@ class Manager:
             self._listen_fns.append(_not_found)
             self._listen_ws.append(None)
             self._listen_events.append(None)
-        self._listen_fns[lid] = fn
+        self._listen_fns[lid] = self._streaming(fn) if self._stream_all else fn
         self._listen_ws[lid] = ws
         self._listen_events[lid] = events
         return Listener(lid, lib.nsv_listener_port(srv, lid), url)
@@ -131,13 +139,15 @@ class Manager:
             return handler(conn, Event.HttpMessage, msg)
         return self._listen(url, on_request, handler, handler)
 
-    def route(self, method, pattern, handler=None, websocket=False):
+    def route(self, method, pattern, handler=None, websocket=False, stream=False):
         """Register handler(conn, msg) for method ("GET", ..., "ALL") and
         pattern ("/users/:id" or "/users/{id}", trailing "*"). Usable as a
         decorator. With websocket=True the route upgrades automatically and
-        handler(conn, event, data) gets the WebSocket events."""
+        handler(conn, event, data) gets the WebSocket events. With
+        stream=True the handler is called once the head has arrived and
+        reads the body from msg.stream (see nanosrv.stream)."""
         if handler is None:
-            return lambda fn: self.route(method, pattern, fn, websocket) or fn
+            return lambda fn: self.route(method, pattern, fn, websocket, stream) or fn
         if not callable(handler):
             raise TypeError("handler must be callable")
         if not isinstance(method, str):
@@ -145,17 +155,29 @@ class Manager:
         srv = self._live()
         m, p = method.upper().encode(), _pattern(pattern).encode()
         rid = len(self._route_fns)
-        flags = lib.NSV_ROUTE_WEBSOCKET if websocket else 0
+        flags = (lib.NSV_ROUTE_WEBSOCKET if websocket else 0) | (lib.NSV_ROUTE_STREAM_BODY if stream else 0)
         check(lib.nsv_route(srv, m, len(m), p, len(p), rid, flags), srv)
-        self._route_fns.append(_upgrade_required if websocket else handler)
+        self._route_fns.append(_upgrade_required if websocket else
+                               self._streaming(handler) if stream or self._stream_all else handler)
         self._route_ws.append(handler if websocket else None)
         return handler
 
     def get(self, pattern, handler=None):
         return self.route("GET", pattern, handler)
 
-    def post(self, pattern, handler=None):
-        return self.route("POST", pattern, handler)
+    def post(self, pattern, handler=None, stream=False):
+        return self.route("POST", pattern, handler, stream=stream)
+
+    def put(self, pattern, handler=None, stream=False):
+        return self.route("PUT", pattern, handler, stream=stream)
+
+    def static(self, prefix, directory, *, cache_control=None, **flags):
+        """Serve `directory` under the URL `prefix` ("/assets/"), in C with
+        no event for Python (nsv_serve_dir): GET/HEAD, index.html, ETag,
+        Range, 304. flags by name: list, symlinks, precompressed,
+        fallthrough, dotfiles (see nanosrv.static). Returns the mount id."""
+        from .static import serve_dir
+        return serve_dir(self._live(), prefix, directory, cache_control, flags)
 
     def websocket(self, pattern, handler=None):
         """Automatic-upgrade WebSocket route; handler(conn, event, data)."""
@@ -178,6 +200,11 @@ class Manager:
             check(lib.nsv_set_str(srv, opt, v, len(v)), srv)
         else:
             check(lib.nsv_set_int(srv, opt, value), srv)
+            if opt == lib.NSV_OPT_STREAM_BODY and value and not self._stream_all:
+                # Every request body may now stream: wrap what is registered.
+                self._stream_all = True
+                self._listen_fns = [self._streaming(f) for f in self._listen_fns]
+                self._route_fns = [f if f is _upgrade_required else self._streaming(f) for f in self._route_fns]
 
     def get_option(self, name):
         srv = self._live()
@@ -321,6 +348,38 @@ class Manager:
             # (stored, or held by a coroutine) gets its own copy now.
             if refs(msg) > 2:
                 msg._freeze()
+        if self._later:
+            self._run_later()
+
+    def _streaming(self, fn):
+        """fn wrapped for requests whose body may stream: such a request is
+        handed to fn after the rest of its batch, whose BODY events then are
+        in the stream, and a synchronous reader may poll for more
+        (nanosrv.stream). Only routes (and listeners) that can stream pay
+        for the check."""
+        if getattr(fn, "_nsv_streaming", False):
+            return fn
+        later = self._later
+
+        def streaming(c, msg):
+            if msg._e[FLAGS] & EVF_STREAM_BODY:
+                c._body = BodyStream(c, self.body_buffer)
+                later.append((fn, c, msg))
+                return None
+            return fn(c, msg)
+        streaming._nsv_streaming = True
+        return streaming
+
+    def _run_later(self):
+        later = self._later
+        while later:
+            fn, c, msg = later.pop(0)
+            try:
+                res = fn(c, msg)
+                if res is not None:
+                    self._result(c, msg, res)
+            except Exception:
+                self._failed(c, msg)
 
     def _result(self, c, msg, res):
         if inspect.isawaitable(res):
@@ -341,29 +400,45 @@ class Manager:
             self._failed(c, msg)
 
     def _failed(self, c, msg):
-        log.exception("handler failed for %s %s", _safe(lambda: msg.method), _safe(lambda: msg.uri))
+        exc = sys.exc_info()[1]
+        if isinstance(exc, HTTPError):
+            # A handler's deliberate answer (e.g. a malformed upload: 400).
+            log.info("%s %s: %d %s", _safe(lambda: msg.method), _safe(lambda: msg.uri), exc.status, exc)
+            status, hdr, body = exc.status, b"Content-Type: text/plain; charset=utf-8\r\n", (str(exc) + "\n").encode()
+        else:
+            log.exception("handler failed for %s %s", _safe(lambda: msg.method), _safe(lambda: msg.uri))
+            status, hdr, body = 500, _JSON_HDR, _ERR_500
         if c._pending and not c._closed:
+            c._hdrs = b""  # cookies the failed handler set do not go out with its error answer
             try:
-                c.http_reply(500, _JSON_HDR, _ERR_500)
+                c.http_reply(status, hdr, body)
             except Exception:
-                log.debug("cannot send the 500 reply", exc_info=True)
+                log.debug("cannot send the %d reply", status, exc_info=True)
 
     def _other(self, e, arena):
         t = e[TYPE]
         cid = e[CONN]
         c = self._conns.get(cid)
+        if t == _EV_BODY:  # a piece of a streamed request body
+            if c is not None and c._body is not None:
+                c._body._feed(arena[e[BODY]:e[BODY] + e[BODY_LEN]], e[FLAGS] & EVF_EOF)
+            return
         if t == _EV_WRITABLE:  # a streamed reply crossed a water mark
             if c is not None:
                 c._set_writable(e[CODE] != 0)
             return
         if t == _EV_HANGUP:  # the client ended its side while a request is with us
             if c is not None:
+                if c._body is not None:
+                    c._body._fail(body_error(_ECLOSED, "the client left before the body ended"))
                 c._set_hangup()
             return
         if t == _EV_CLOSE:
             if c is not None:
                 del self._conns[cid]
                 c._closed = True
+                if c._body is not None:
+                    c._body._fail(body_error(_ECLOSED, "the connection closed before the body ended"))
                 c._set_writable(True)  # whoever waits for a drain learns of the close
                 c._set_hangup()  # and whoever waits for the client to leave
                 fn = c._ws or self._event_fn(e)
@@ -372,6 +447,8 @@ class Manager:
             return
         if t == _EV_ERROR:
             text = arena[e[BODY]:e[BODY] + e[BODY_LEN]].decode("utf-8", "replace")
+            if c is not None and c._body is not None and not c._body._eof:
+                c._body._fail(body_error(e[CODE], text))
             log.error("libnanosrv: %s (%s)", text, _errname(e[CODE]))
             fn = (c._ws if c is not None else None) or self._event_fn(e)
             if fn is not None and c is not None:

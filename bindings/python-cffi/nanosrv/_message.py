@@ -64,6 +64,7 @@ _PAIRS = tuple(i for name, i in FIELD.items()
 EVF_KEEPALIVE, EVF_HEAD, EVF_HTTP10 = lib.NSV_EVF_KEEPALIVE, lib.NSV_EVF_HEAD, lib.NSV_EVF_HTTP10
 EVF_CHUNKED, EVF_UPGRADE, EVF_TLS, EVF_EOF = (lib.NSV_EVF_CHUNKED, lib.NSV_EVF_UPGRADE, lib.NSV_EVF_TLS,
                                               lib.NSV_EVF_EOF)
+EVF_STREAM_BODY = lib.NSV_EVF_STREAM_BODY
 
 
 class Event(enum.IntEnum):
@@ -178,7 +179,56 @@ class HttpMessage:
 
     @property
     def body_len(self):
+        """Bytes of a whole body (0 when it is streamed: see `stream`)."""
         return self._e[BODY_LEN]
+
+    @property
+    def streamed(self):
+        """True when the body follows in pieces: read it from `stream`."""
+        return bool(self._e[FLAGS] & EVF_STREAM_BODY)
+
+    @property
+    def stream(self):
+        """The body as a BodyStream: `for chunk in msg.stream`, `async for`,
+        read(n) / await aread(n). A body that arrived whole is one chunk."""
+        from .stream import BodyStream
+        if self._e[FLAGS] & EVF_STREAM_BODY:
+            return self._c._body
+        return BodyStream.complete(self.body_bytes)
+
+    @property
+    def query_params(self):
+        """The query string as a MultiDict of decoded pairs, repeats in
+        order (`get` the first, `getall`/`getlist` every value). `query`
+        stays the raw string."""
+        from .forms import parse_form
+        return parse_form(self._s(QUERY))
+
+    @property
+    def form(self):
+        """An application/x-www-form-urlencoded body as a MultiDict (empty
+        for other media types). For a streamed body parse what you read:
+        nanosrv.parse_form(msg.stream.read()); multipart bodies: see
+        nanosrv.multipart."""
+        from .forms import MultiDict, parse_form
+        ctype = (self.header("content-type") or "").split(";", 1)[0].strip().lower()
+        if ctype != "application/x-www-form-urlencoded":
+            return MultiDict()
+        if self._e[FLAGS] & EVF_STREAM_BODY:
+            raise RuntimeError("the body is streamed: parse it with nanosrv.parse_form(msg.stream.read())")
+        return parse_form(self.body_bytes)
+
+    @property
+    def cookies(self):
+        """The Cookie header as a dict (a name sent twice keeps its first value)."""
+        from .forms import parse_cookies
+        h = self.header("cookie")
+        return parse_cookies(h) if h else {}
+
+    @property
+    def raw_headers(self):
+        """The header block as sent: b"Name: value\\r\\n" lines."""
+        return self._s(HEADERS)
 
     @property
     def raw_path(self):

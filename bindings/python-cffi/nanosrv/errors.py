@@ -28,6 +28,29 @@ class NotSupportedError(Error):
     """The loaded libnanosrv does not provide this feature."""
 
 
+class BodyError(Error):
+    """A streamed request body cannot complete: `code` NSV_ETOOBIG (over
+    max_body; the library answered 413), NSV_ETIMEDOUT (the request
+    deadline; 408), NSV_EPARSE (malformed chunking; 400)."""
+
+
+class Disconnected(BodyError):
+    """The client left (or the connection closed) before the body ended or
+    while a stream (SSE, streamed reply) was going to it: code NSV_ECLOSED."""
+
+
+class HTTPError(Exception):
+    """Raise from a handler to answer `status` with a plain-text `message`
+    (when no reply was made yet). MultipartError (400) and
+    UnsupportedMediaType (415) are HTTPErrors."""
+    status = 500
+
+    def __init__(self, message="", status=None):
+        super().__init__(message)
+        if status is not None:
+            self.status = status
+
+
 _BY_CODE = {ESTALE: StaleError, ESTATE: StateError, ENOTSUP: NotSupportedError}
 
 

@@ -1,11 +1,13 @@
 """examples/echo.py keeps the echo contract of echo-server, over real sockets."""
 import asyncio
+import hashlib
 import http.client
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -121,6 +123,123 @@ class EchoContract(unittest.TestCase):
                 return out
         with Server() as s:
             self.assertEqual(asyncio.run(talk(s.port)), [True] * 4)
+            self.assertEqual(s.stop(), 0)
+
+
+def rss_kib(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def post_upload(port, pieces, boundary, length, timeout=120):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    c.putrequest("POST", "/upload")
+    c.putheader("Content-Type", "multipart/form-data; boundary=" + boundary)
+    c.putheader("Content-Length", str(length))
+    c.endheaders()
+    for piece in pieces:
+        c.send(piece)
+    r = c.getresponse()
+    out = r.status, r.read()
+    c.close()
+    return out
+
+
+class Upload(unittest.TestCase):
+    """POST /upload as tests/integration/test_upload.py asks of echo-server."""
+
+    def test_curl_form_and_errors_same_as_c(self):
+        with tempfile.NamedTemporaryFile() as f, Server("--max-body", str(1 << 20)) as py:
+            f.write(os.urandom(300000))
+            f.flush()
+            out = subprocess.run(["curl", "-s", "-F", "a=1", "-F", "f=@%s;type=image/png" % f.name,
+                                  "http://127.0.0.1:%d/upload" % py.port], capture_output=True, timeout=30)
+            parts = json.loads(out.stdout or b"[]")
+            with open(f.name, "rb") as g:
+                digest = hashlib.sha256(g.read()).hexdigest()
+            self.assertEqual([(p["name"], p["filename"], p["content_type"], p["size"], p["sha256"]) for p in parts],
+                             [("a", None, None, 1, hashlib.sha256(b"1").hexdigest()),
+                              ("f", os.path.basename(f.name), "image/png", 300000, digest)])
+            bad = b'--xx\r\nbroken header\r\n\r\nhello\r\n--xx--\r\n'
+            st, data = post_upload(py.port, [bad], "xx", len(bad))
+            self.assertEqual(st, 400)
+            self.assertIn(b"multipart: byte 12:", data)
+            short = b'--xx\r\nContent-Disposition: form-data; name="a"\r\n\r\nhello\r\n--xx'
+            self.assertEqual(post_upload(py.port, [short], "xx", len(short))[0], 400)
+            self.assertEqual(py.request("POST", "/upload", b"x=1",
+                                        {"Content-Type": "application/x-www-form-urlencoded"})[0], 415)
+            self.assertEqual(py.request("POST", "/upload", b"",
+                                        {"Content-Type": "multipart/form-data; boundary=xx"})[0], 400)
+            if os.path.exists(C_ECHO):
+                # Byte for byte what echo-server answers, names with quotes,
+                # control bytes and UTF-8 included.
+                body = (b'--b\r\nContent-Disposition: form-data; name="q\\"x"; filename="\xc3\xa9\tt.txt"\r\n'
+                        b'Content-Type: text/x\r\n\r\n' + b"z" * 70000 + b'\r\n--b\r\n'
+                        b'Content-Disposition: form-data; name=e\r\n\r\n\r\n--b--\r\n')
+                with Server(cmd=[C_ECHO]) as c:
+                    hdr = {"Content-Type": "multipart/form-data; boundary=b"}
+                    for b in (body, bad, short):
+                        self.assertEqual(py.request("POST", "/upload", b, hdr), c.request("POST", "/upload", b, hdr))
+            self.assertEqual(py.stop(), 0)
+
+    def test_150_mib_upload_bounded_memory(self):
+        big = 150 << 20
+        boundary = "----nsvtest" + os.urandom(8).hex()
+        block = os.urandom(1 << 20)
+        head = ('--%s\r\nContent-Disposition: form-data; name="note"\r\n\r\nhello\r\n'
+                '--%s\r\nContent-Disposition: form-data; name="file"; filename="big.bin"\r\n'
+                'Content-Type: application/octet-stream\r\n\r\n' % (boundary, boundary)).encode()
+        tail = ("\r\n--%s--\r\n" % boundary).encode()
+        want = hashlib.sha256()
+        for _ in range(big // len(block)):
+            want.update(block)
+
+        def pieces():
+            yield head
+            for _ in range(big // len(block)):
+                yield block
+            yield tail
+        for threads in ([], ["--threads", "2"]):
+            with Server("--max-body", str(200 << 20), *threads) as s:
+                s.request("POST", "/upload", b"x", {"Content-Type": "text/plain"})  # warm up the code path
+                before = rss_kib(s.p.pid, "VmRSS")
+                st, data = post_upload(s.port, pieces(), boundary, len(head) + big + len(tail))
+                peak = rss_kib(s.p.pid, "VmHWM")
+                self.assertEqual(st, 200, threads)
+                self.assertEqual(json.loads(data), [
+                    {"name": "note", "filename": None, "content_type": None, "size": 5,
+                     "sha256": hashlib.sha256(b"hello").hexdigest()},
+                    {"name": "file", "filename": "big.bin", "content_type": "application/octet-stream",
+                     "size": big, "sha256": want.hexdigest()}])
+                self.assertLess(peak - before, 16 * 1024, "peak RSS grew %d KiB for 150 MiB" % (peak - before))
+                self.assertEqual(s.stop(), 0)
+
+
+class Sse(unittest.TestCase):
+    def test_events_parsed_by_a_client(self):
+        with Server() as s:
+            c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=10)
+            c.request("GET", "/sse?n=5")
+            r = c.getresponse()
+            self.assertEqual((r.status, r.getheader("content-type")), (200, "text/event-stream"))
+            events = [b[len("data: "):] for b in r.read().decode().split("\n\n") if b]
+            self.assertEqual(events, ["0", "1", "2", "3", "4"])
+            c.close()
+            # Many events: paced by the client, all arrive in order.
+            c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+            c.request("GET", "/sse?n=200000")
+            r = c.getresponse()
+            n = 0
+            for line in r:
+                if line.startswith(b"data: "):
+                    self.assertEqual(int(line[6:]), n)
+                    n += 1
+            self.assertEqual(n, 200000)
+            c.close()
+            self.assertEqual(s.request("GET", "/sse?n=x")[0], 400)
             self.assertEqual(s.stop(), 0)
 
 

@@ -3,6 +3,7 @@
  * forwarded to the owning worker (shard.c). */
 #include "server.h"
 #include <string.h>
+#include <unistd.h>
 
 
 /* The loop owning id when the calling thread may act on it directly. */
@@ -26,9 +27,19 @@ int nsv__conn_op(nsv__loop *l, const nsv__cmd *k)
     if (op == NSV__OP_WS_BCAST)
         return nsv__ws_broadcast_loop(l, status, (int)arg, b, blen);
     nsv__conn *c = nsv__conn_get(l, k->id);
-    if (!c)
+    if (!c) {
+        if (op == NSV__OP_FILE)
+            close((int)(uint32_t)arg);
         return NSV_ESTALE;
+    }
     switch (op) {
+    case NSV__OP_FILE: {
+        nsv__sfile f = {.fd = (int)(uint32_t)arg, .enc = (uint8_t)(arg >> 32 & 3), .vary = (uint8_t)(arg >> 40 & 1),
+                        .mime = (int16_t)(uint16_t)(arg >> 48)};
+        nsv__sreq q;
+        nsv__sreq_block(&q, b, blen);
+        return nsv__static_send(l, c, status, &f, &q, NULL, 0, h, hlen, (int)(arg >> 41 & 1));
+    }
     case NSV__OP_REPLY:
         return nsv__reply(l, c, status, h, hlen, b, blen, 0);
     case NSV__OP_START:
@@ -75,6 +86,7 @@ static const char *state_rule(uint32_t op)
     case NSV__OP_REPLY:
     case NSV__OP_START:
     case NSV__OP_WS_UPGRADE:
+    case NSV__OP_FILE:
         return "has no request waiting for an answer (answered already, upgraded, or not HTTP)";
     case NSV__OP_CHUNK:
     case NSV__OP_END:
@@ -138,6 +150,24 @@ static int conn_call(nsv_server *s, const char *fn, uint32_t op, uint64_t id, in
     int r = l ? nsv__conn_op(l, &k)
               : nsv__shard_forward(s, &k);
     return r < 0 ? conn_fail(s, mark, fn, op, id, r) : r;
+}
+
+int nsv__conn_call_file(nsv_server *s, uint64_t id, int status, const char *h, size_t hlen, const char *b,
+                        size_t blen, uint64_t arg)
+{
+    uint64_t mark = nsv__detail_mark();
+    nsv__loop *l = direct_loop(s, id);
+    nsv__cmd k = {.op = NSV__OP_FILE, .status = status, .id = id, .arg = arg, .h = h, .hlen = hlen, .b = b,
+                  .blen = blen};
+    int r;
+    if (l) {
+        r = nsv__conn_op(l, &k);
+    } else {
+        r = nsv__shard_forward(s, &k);
+        if (r < 0) /* not queued: the worker will not close it */
+            close((int)(uint32_t)arg);
+    }
+    return r < 0 ? conn_fail(s, mark, "nsv_reply_file", NSV__OP_FILE, id, r) : r;
 }
 
 int nsv_reply(nsv_server *s, uint64_t id, int status, const char *h, size_t hlen, const char *b, size_t blen)

@@ -83,6 +83,7 @@ void nsv_server_free(nsv_server *s)
     }
     nsv__router_free(s->router);
     nsv__gzip_server_free(s);
+    nsv__static_free(s);
     nsv__tls_server_free(s);
     nsv__alloc a = s->alloc;
     nsv__free(&a, s);

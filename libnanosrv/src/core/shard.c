@@ -70,7 +70,8 @@ static void conn_cmd(nsv__loop *l, const nsv__cmd *c)
     l->forwarded = 1;
     int r = nsv__conn_op(l, c);
     l->forwarded = 0;
-    int framing = (r == NSV_EINVAL || r == NSV_ETOOBIG) && c->op >= NSV__OP_REPLY && c->op <= NSV__OP_END;
+    int framing = (r == NSV_EINVAL || r == NSV_ETOOBIG) &&
+                  ((c->op >= NSV__OP_REPLY && c->op <= NSV__OP_END) || c->op == NSV__OP_FILE);
     nsv__conn *cc = (r == NSV_ENOMEM || r == NSV_EAGAIN || framing) ? nsv__conn_get(l, c->id) : NULL;
     if (!cc)
         return;
@@ -137,7 +138,8 @@ int nsv__shard_forward(nsv_server *s, const nsv__cmd *k)
             return r;
     }
     switch (op) {
-    case NSV__OP_REPLY: r = ticket_step(s, id, NSV__T_PENDING, NSV__T_IDLE); break;
+    case NSV__OP_REPLY:
+    case NSV__OP_FILE: r = ticket_step(s, id, NSV__T_PENDING, NSV__T_IDLE); break;
     case NSV__OP_START: r = ticket_step(s, id, NSV__T_PENDING, NSV__T_STREAM); break;
     case NSV__OP_CHUNK: r = ticket_step(s, id, NSV__T_STREAM, NSV__T_STREAM); break;
     case NSV__OP_END: r = ticket_step(s, id, NSV__T_STREAM, NSV__T_IDLE); break;

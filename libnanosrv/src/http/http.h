@@ -38,6 +38,43 @@ typedef struct nsv__http_loop {
     void *gz;               /* deflate stream of complete replies (gzip.c), made at first use */
 } nsv__http_loop;
 
+/* A static mount (nsv_serve_dir), read-only once the server runs. */
+typedef struct nsv__mount {
+    char *prefix;       /* starts and ends with '/' */
+    uint32_t plen;
+    int dirfd;          /* the directory, O_PATH: files are opened beneath it */
+    char *cc;           /* "Cache-Control: ...\r\n", or NULL */
+    uint32_t cclen;
+    uint32_t flags;     /* enum nsv_static_flag */
+} nsv__mount;
+
+/* The request headers a static answer depends on (pointers into the request). */
+typedef struct nsv__sreq {
+    const char *inm, *ims, *range, *if_range, *ae;
+    uint32_t inm_len, ims_len, range_len, if_range_len, ae_len;
+} nsv__sreq;
+
+/* The file chosen to answer: an open descriptor and how to describe it. */
+typedef struct nsv__sfile {
+    int fd;
+    uint8_t enc;   /* 0 identity, 1 br, 2 gzip (a precompressed NAME.br / NAME.gz) */
+    uint8_t vary;  /* Vary: Accept-Encoding (the mount serves precompressed files) */
+    uint8_t index; /* a directory's index.html */
+    int16_t mime;  /* nsv__mime_index of the name */
+} nsv__sfile;
+
+/* static.c */
+void nsv__sreq_header(nsv__sreq *q, const char *n, size_t nl, const char *v, size_t vl);
+void nsv__sreq_block(nsv__sreq *q, const char *b, size_t n);
+int nsv__static_open(int dirfd, const char *rel, uint32_t flags);
+int nsv__static_resolve(int dirfd, char *rel, size_t rlen, uint32_t flags, const nsv__sreq *q,
+                        nsv__sfile *f, int *dir_fd);
+int nsv__static_host_block(nsv_server *s, const char *h, size_t n, int *has_ctype);
+int nsv__static_send(nsv__loop *l, nsv__conn *c, int status, nsv__sfile *f, const nsv__sreq *q,
+                     const char *cc, size_t cclen, const char *hdrs, size_t hlen, int host_ctype);
+int nsv__static_request(nsv__loop *l, nsv__conn *c, const nsv__request *r);
+void nsv__static_free(nsv_server *s);
+
 /* http_conn.c */
 int nsv__http_loop_init(nsv__loop *l);
 void nsv__http_process(nsv__loop *l, nsv__conn *c);
@@ -52,8 +89,12 @@ int nsv__body_pause(nsv__loop *l, nsv__conn *c, int paused);
 /* response.c */
 int nsv__headers_scan(nsv_server *s, const char *h, size_t n, nsv__hscan *out);
 int nsv__reply_check(nsv_server *s, int status, const nsv__hscan *hs, int stream);
+/* mode: NSV__REPLY_FULL (body given), NSV__REPLY_STREAM (nsv_reply_start),
+ * NSV__REPLY_FILE (the block's Content-Length describes a body the caller
+ * queues or attaches right after: a file). */
+enum { NSV__REPLY_FULL = 0, NSV__REPLY_STREAM = 1, NSV__REPLY_FILE = 2 };
 int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t hlen,
-               const char *body, size_t blen, int stream);
+               const char *body, size_t blen, int mode);
 int nsv__send_chunk(nsv__loop *l, nsv__conn *c, const char *data, size_t len);
 int nsv__reply_end(nsv__loop *l, nsv__conn *c);
 int nsv__error_reply(nsv__loop *l, nsv__conn *c, int status);

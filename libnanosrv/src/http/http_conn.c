@@ -85,6 +85,8 @@ static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const nsv_
     else if (nsv__http_parse_request(data, c->head_len, &r, l->http->hdrs, NSV__ARRAY_LEN(l->http->hdrs),
                                      (size_t)s->max_uri) <= 0)
         return nsv__error_reply(l, c, 400), H_ERROR;
+    if (s->nmounts && nsv__static_request(l, c, &r)) /* mounts first; none: no cost */
+        return !c->proto ? H_ERROR : H_DONE;
     uint32_t np = 0, rflags = 0;
     int32_t route = -1;
     if (parsed && m && m->valid) /* matched while deciding how the body comes */
@@ -330,8 +332,8 @@ void nsv__http_process(nsv__loop *l, nsv__conn *c)
             nsv__buf_release(l, &c->in);
     }
     while (c->state == NSV__C_READ && c->in.len > c->in.off) {
-        if (c->out.len - c->out.off >= NSV__PIPELINE_OUT)
-            break; /* the client is not reading: stop producing responses */
+        if (c->out.len - c->out.off >= NSV__PIPELINE_OUT || c->file_on)
+            break; /* the client is not reading, or a file goes out: stop producing responses */
         size_t consumed = 0;
         int r = handle(l, c, c->in.p + c->in.off, c->in.len - c->in.off, &consumed);
         if (r == H_ERROR || !c->proto)
@@ -368,8 +370,8 @@ static void process_scratch(nsv__loop *l, nsv__conn *c, char *data, size_t n)
             done += used;
             continue;
         }
-        if (c->state != NSV__C_READ)
-            break;
+        if (c->state != NSV__C_READ || c->file_on)
+            break; /* (after a file, the rest waits in `in` until it is sent) */
         size_t consumed = 0;
         int r = handle(l, c, data + done, n - done, &consumed);
         if (r == H_ERROR || !c->proto)
@@ -416,13 +418,13 @@ static void on_readable(nsv__loop *l, nsv__conn *c)
         return;
     }
     int into_scratch = (c->state == NSV__C_READ || c->bstream) && c->in.len == c->in.off &&
-                       c->out.len - c->out.off < NSV__PIPELINE_OUT;
+                       c->out.len - c->out.off < NSV__PIPELINE_OUT && !c->file_on;
     ssize_t n;
     if (into_scratch) {
         n = nsv__io_recv(l, c, l->scratch, NSV__SCRATCH);
     } else {
         size_t room = read_room(c);
-        if (c->state != NSV__C_READ || c->out.len - c->out.off >= NSV__PIPELINE_OUT) {
+        if (c->state != NSV__C_READ || c->out.len - c->out.off >= NSV__PIPELINE_OUT || c->file_on) {
             /* The host is busy with a request, or the client is not reading
              * its responses (parsing stopped): buffer a bounded amount. */
             if (c->in.len - c->in.off >= PIPELINE_IN) {
@@ -461,7 +463,7 @@ static void on_readable(nsv__loop *l, nsv__conn *c)
         nsv__body_aborted(l, c); /* the client left in the middle of the body */
         return;
     }
-    if (c->state == NSV__C_READ && c->out.len == c->out.off)
+    if (c->state == NSV__C_READ && nsv__out_empty(c))
         nsv__conn_close(l, c);
 }
 
@@ -474,7 +476,7 @@ static void on_timer(nsv__loop *l, nsv__conn *c)
         return;
     }
     if (c->state == NSV__C_READ && c->req_started && !c->resp_started &&
-        c->out.len == c->out.off && !c->lingering) {
+        nsv__out_empty(c) && !c->lingering) {
         nsv__error_reply(l, c, 408);
         return;
     }
@@ -507,7 +509,7 @@ static int on_dirty(nsv__loop *l, nsv__conn *c)
  * close an idle connection whose client has gone. */
 static void on_flushed(nsv__loop *l, nsv__conn *c)
 {
-    if (c->out.len != c->out.off || c->state != NSV__C_READ)
+    if (!nsv__out_empty(c) || c->state != NSV__C_READ)
         return;
     if (c->in.len > c->in.off)
         nsv__conn_mark_dirty(l, c);
@@ -530,7 +532,7 @@ static void on_drain(nsv__loop *l, nsv__conn *c)
     nsv_server *s = l->srv;
     int idle = c->served || l->now >= s->drain_deadline - s->drain_total + 500;
     if (c->state == NSV__C_READ && idle && !c->req_started && c->in.len == c->in.off &&
-        c->out.len == c->out.off)
+        nsv__out_empty(c))
         nsv__conn_close(l, c);
 }
 

@@ -31,6 +31,7 @@ static const char *reason(int status)
     case 413: return "Content Too Large";
     case 414: return "URI Too Long";
     case 415: return "Unsupported Media Type";
+    case 416: return "Range Not Satisfiable";
     case 417: return "Expectation Failed";
     case 426: return "Upgrade Required";
     case 429: return "Too Many Requests";
@@ -370,8 +371,9 @@ static int gzip_plan(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, c
 }
 
 int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t hlen,
-               const char *body, size_t blen, int stream)
+               const char *body, size_t blen, int mode)
 {
+    int stream = mode == NSV__REPLY_STREAM;
     nsv_server *s = l->srv;
     if (c->state != NSV__C_PENDING)
         return c->state == NSV__C_STREAM
@@ -389,7 +391,7 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
     int no_body = status == 204 || status == 304;
     /* A Content-Length must say what goes on the wire, except where HTTP
      * lets it describe a body that is not sent (HEAD, 304). */
-    if (!stream && (hs->seen & HAS_CL) && hs->cl != blen && !c->head && status != 304)
+    if (mode == NSV__REPLY_FULL && (hs->seen & HAS_CL) && hs->cl != blen && !c->head && status != 304)
         return nsv__set_detail(s, NSV_EINVAL, "nsv_reply: Content-Length is %llu but the body is %zu bytes",
                                (unsigned long long)hs->cl, blen);
     if (c->out.len - c->out.off > nsv__out_limit(l))
@@ -402,7 +404,9 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
     if (stream && c->http10 && !fixed)
         keepalive = 0; /* no chunked coding in HTTP/1.0: the close ends the body */
     size_t send_body = (c->head || no_body || stream) ? 0 : blen;
-    int gz = s->gzip_min_size > 0 ? gzip_plan(l, c, status, hdrs, hs, blen, stream, fixed) : GZ_NONE;
+    /* Files (static/) are never compressed on the fly: precompressed NAME.gz serves that. */
+    int gz = s->gzip_min_size > 0 && mode != NSV__REPLY_FILE ? gzip_plan(l, c, status, hdrs, hs, blen, stream, fixed)
+                                                             : GZ_NONE;
     const char *rs = reason(status);
     size_t rlen = strlen(rs);
     size_t hroom = 16 + rlen + hlen + 40 + 40 + 40 + 30 + (gz ? GZ_HDR_ROOM : 0);

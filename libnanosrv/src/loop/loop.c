@@ -9,6 +9,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -21,6 +22,10 @@
  * listener's fd travels in the event so no shared table is read on accept. */
 #define EV_DATA(tag, v) (((uint64_t)(tag) << 56) | (uint32_t)(v))
 #define CHUNK NSV__CHUNK
+#define FILE_PIECE (256 * 1024)     /* file bytes per sendfile call */
+#define FILE_COPY (64 * 1024)       /* file bytes read into `out` at a time (TLS) */
+#define FILE_TURN (1024 * 1024)     /* file bytes per connection per flush: the others
+                                       get their turn, the socket's EPOLLOUT brings it back */
 
 nsv__loop *nsv__loop_new(nsv_server *s, int idx)
 {
@@ -63,6 +68,8 @@ void nsv__loop_free(nsv__loop *l)
             nsv__tls_free(l, c);
             nsv__free(a, c->tls_host);
             close(c->fd);
+            if (c->file_on)
+                close(c->file_fd);
             nsv__buf_release(l, &c->in);
             nsv__buf_release(l, &c->out);
             atomic_fetch_sub(&l->srv->nconns, 1);
@@ -114,7 +121,7 @@ uint64_t nsv__conn_id(nsv__loop *l, nsv__conn *c) { return NSV__ID(c->slot, l->i
  * through TLS, which frames records itself. */
 size_t nsv__conn_send_direct(nsv__conn *c, const void *head, size_t hlen, const char *data, size_t len)
 {
-    if (len < NSV__DIRECT_MIN || c->out.len != c->out.off || c->tls || c->fd < 0)
+    if (len < NSV__DIRECT_MIN || !nsv__out_empty(c) || c->tls || c->fd < 0)
         return 0;
     struct iovec iov[2] = {{(void *)head, hlen}, {(void *)data, len}};
     struct msghdr m = {.msg_iov = hlen ? iov : iov + 1, .msg_iovlen = hlen ? 2 : 1};
@@ -242,6 +249,10 @@ void nsv__conn_close(nsv__loop *l, nsv__conn *c)
         c->tls_host = NULL;
     }
     close(c->fd); /* also removes it from epoll */
+    if (c->file_on) {
+        close(c->file_fd);
+        c->file_on = 0;
+    }
     _Atomic uint32_t *tk = atomic_load_explicit(&l->tickets[c->slot / CHUNK], memory_order_relaxed);
     atomic_store_explicit(&tk[c->slot % CHUNK], 0, memory_order_release);
     nsv__buf_release(l, &c->in);
@@ -408,31 +419,104 @@ static void after_flush(nsv__loop *l, nsv__conn *c)
         c->proto->on_flushed(l, c);
 }
 
-/* Send queued output. Returns 0, or -1 if the connection was closed. */
+/* Send len bytes of the open file fd from off after what is queued; the
+ * connection owns fd from now on (closed when sent, or with the connection). */
+void nsv__conn_attach_file(nsv__conn *c, int fd, uint64_t off, uint64_t len)
+{
+    c->file_fd = fd;
+    c->file_on = 1;
+    c->file_copy = c->tls != NULL; /* TLS frames records itself: read, then write */
+    c->file_off = off;
+    c->file_left = len;
+}
+
+static void file_done(nsv__conn *c)
+{
+    close(c->file_fd);
+    c->file_on = 0;
+    c->file_fd = -1;
+}
+
+/* Move one piece of the attached file: sendfile to the socket, or (TLS, or
+ * a file system sendfile refuses) pread into `out` for the caller to send.
+ * 1 moved, 0 the socket is full, -1 broken: the file ended early (it shrank
+ * after its length was promised) or an error. */
+static int file_step(nsv__loop *l, nsv__conn *c)
+{
+    size_t want = c->file_left < FILE_PIECE ? (size_t)c->file_left : FILE_PIECE;
+    ssize_t n;
+    if (!c->file_copy) {
+        off_t off = (off_t)c->file_off;
+        n = sendfile(c->fd, c->file_fd, &off, want);
+        if (n < 0 && (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
+            c->file_copy = 1;
+            return 1;
+        }
+    } else {
+        if (want > FILE_COPY)
+            want = FILE_COPY;
+        if (nsv__buf_reserve(l, &c->out, want) != 0)
+            return -1;
+        n = pread(c->file_fd, c->out.p + c->out.len, want, (off_t)c->file_off);
+        if (n > 0)
+            c->out.len += (uint32_t)n;
+    }
+    if (n > 0) {
+        c->file_off += (uint64_t)n;
+        c->file_left -= (uint64_t)n;
+        c->deadline = l->now + l->srv->idle_timeout_ms; /* progress: the idle clock restarts */
+        return 1;
+    }
+    if (n < 0 && errno == EINTR)
+        return 1;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return 0;
+    return -1;
+}
+
+/* Send queued output, then the attached file. Returns 0, or -1 if the
+ * connection was closed. */
 int nsv__conn_flush(nsv__loop *l, nsv__conn *c)
 {
     nsv__buf *b = &c->out;
-    while (b->off < b->len) {
-        ssize_t n = nsv__io_send(l, c, b->p + b->off, b->len - b->off);
-        if (n > 0) {
-            b->off += (uint32_t)n;
-            continue;
+    size_t budget = FILE_TURN;
+    for (;;) {
+        while (b->off < b->len) {
+            ssize_t n = nsv__io_send(l, c, b->p + b->off, b->len - b->off);
+            if (n > 0) {
+                b->off += (uint32_t)n;
+                continue;
+            }
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                goto blocked;
+            nsv__conn_close(l, c);
+            return -1;
         }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (!c->file_on)
+            break;
+        if (c->file_left == 0) {
+            file_done(c);
+            break;
+        }
+        if (budget == 0) {
+            /* This connection had its share of the turn: come back when the
+             * poller says the socket still takes bytes (level-triggered). */
             nsv__conn_set_events(l, c, c->reading, 1);
             after_flush(l, c);
-            if (!c->proto)
-                return -1;
-            if (c->proto->on_blocked)
-                c->proto->on_blocked(l, c);
-            else
-                c->deadline = l->now + l->srv->idle_timeout_ms;
-            return 0;
+            return c->proto ? 0 : -1;
         }
-        nsv__conn_close(l, c);
-        return -1;
+        uint64_t before = c->file_left;
+        int r = file_step(l, c);
+        if (r < 0) {
+            nsv__conn_close(l, c);
+            return -1;
+        }
+        if (r == 0)
+            goto blocked;
+        size_t moved = (size_t)(before - c->file_left);
+        budget = moved < budget ? budget - moved : 0;
     }
     nsv__buf_release(l, b);
     if (c->writing)
@@ -458,6 +542,16 @@ int nsv__conn_flush(nsv__loop *l, nsv__conn *c)
         nsv__conn_close(l, c);
         return -1;
     }
+    return 0;
+blocked:
+    nsv__conn_set_events(l, c, c->reading, 1);
+    after_flush(l, c);
+    if (!c->proto)
+        return -1;
+    if (c->proto->on_blocked)
+        c->proto->on_blocked(l, c);
+    else
+        c->deadline = l->now + l->srv->idle_timeout_ms;
     return 0;
 }
 
@@ -519,14 +613,14 @@ void nsv__loop_flush_dirty(nsv__loop *l)
         c->dirty = 0;
         c->next_dirty = NULL;
         int may_hold = c->proto && !c->closing && c->proto->on_dirty ? c->proto->on_dirty(l, c) : 0;
-        if (c->proto && c->out.len > c->out.off) {
-            if (may_hold && c->proto && !c->held && c->out.len - c->out.off < NSV__PIPELINE_OUT) {
+        if (c->proto && !nsv__out_empty(c)) {
+            if (may_hold && c->proto && !c->held && !c->file_on && c->out.len - c->out.off < NSV__PIPELINE_OUT) {
                 hold(l, c);
             } else {
                 c->held = 0;
                 nsv__conn_flush(l, c);
             }
-        } else if (c->proto && c->closing && c->out.len == c->out.off) {
+        } else if (c->proto && c->closing && nsv__out_empty(c)) {
             nsv__conn_flush(l, c);
         }
         c = next;
@@ -585,7 +679,7 @@ static void discard_input(nsv__loop *l, nsv__conn *c)
 {
     ssize_t n = nsv__io_recv(l, c, l->scratch, NSV__SCRATCH);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-        if (c->lingering || c->out.len == c->out.off)
+        if (c->lingering || nsv__out_empty(c))
             nsv__conn_close(l, c);
         else
             c->peer_closed = 1, nsv__conn_set_events(l, c, 0, c->writing);

@@ -140,6 +140,13 @@ struct nsv__conn {
     uint8_t continue_wait;  /* Expect: 100-continue, answered at the next turn unless replied */
     int64_t bs_left;        /* Content-Length bytes still to come; -1 chunked */
     uint64_t bs_total;      /* bytes delivered (max_body) */
+    /* A file sent after everything in `out` (loop.c, nsv__conn_attach_file):
+     * file_left bytes of file_fd from file_off. Nothing is appended to `out`
+     * while it is on (HTTP stops parsing), so bytes leave in order. */
+    uint8_t file_on;
+    uint8_t file_copy;      /* read into `out` and written (TLS, or sendfile refused) */
+    int file_fd;
+    uint64_t file_off, file_left;
     uint8_t gzip_ok;        /* the current request accepts gzip (noted only with NSV_OPT_GZIP_MIN_SIZE) */
     void *gz;               /* streamed reply: its deflate stream (http/gzip.c) */
 };
@@ -238,6 +245,8 @@ struct nsv_server {
     atomic_llong tls_failures; /* handshakes that failed */
     void *tls;           /* TLS option strings (tls/tls.c) */
     struct nsv__router *router;
+    struct nsv__mount *mounts; /* static directories (http/static.c), checked before routes */
+    int nmounts;
     nsv__listener listeners[NSV__MAX_LISTENERS];
     int nlisteners;
     nsv__loop *loops[NSV__MAX_LOOPS];
@@ -270,6 +279,12 @@ static inline uint64_t nsv__out_limit(const nsv__loop *l)
 static inline int nsv__out_over(const nsv__loop *l, const nsv__conn *c, int div)
 {
     return (int64_t)(c->out.len - c->out.off) > l->srv->max_output / div;
+}
+
+/* Nothing waits to be sent: neither buffered bytes nor a file. */
+static inline int nsv__out_empty(const nsv__conn *c)
+{
+    return c->out.len == c->out.off && !c->file_on;
 }
 
 /* A command another thread hands a loop (cmdq.c): fn runs on the loop with
@@ -308,6 +323,7 @@ void nsv__conn_set_events(nsv__loop *l, nsv__conn *c, int rd, int wr);
 void nsv__conn_format_peer(nsv__conn *c, const struct sockaddr_storage *ss);
 size_t nsv__conn_send_direct(nsv__conn *c, const void *head, size_t hlen, const char *data, size_t len);
 void nsv__out_queued(nsv__loop *l, nsv__conn *c);
+void nsv__conn_attach_file(nsv__conn *c, int fd, uint64_t off, uint64_t len);
 void nsv__read_resume(nsv__loop *l, nsv__conn *c);
 void nsv__conn_pause(nsv__loop *l, nsv__conn *c, int paused);
 void nsv__drain_check(nsv__loop *l);

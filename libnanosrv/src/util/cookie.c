@@ -23,11 +23,13 @@ static void trim(const unsigned char *s, size_t *a, size_t *b)
         (*b)--;
 }
 
-/* Copies n bytes to dst (n may be 0 with dst NULL). */
-static void copy(char *dst, const unsigned char *src, size_t n)
+/* Copies n bytes to dst + off. The sum is formed only when there is
+ * something to copy: with every name and value empty the sizing pass left
+ * dst NULL, and NULL + 0 is undefined in C. */
+static void copy(char *dst, size_t off, const unsigned char *src, size_t n)
 {
     if (n)
-        memcpy(dst, src, n);
+        memcpy(dst + off, src, n);
 }
 
 /* Walks every pair (nsv__pairs_scan). */
@@ -47,8 +49,8 @@ static size_t scan(const unsigned char *s, size_t len, uint32_t *pairs, char *ds
                 vb--;
             }
             if (pairs) {
-                copy(dst + need, s + na, nb - na);
-                copy(dst + need + (nb - na), s + va, vb - va);
+                copy(dst, need, s + na, nb - na);
+                copy(dst, need + (nb - na), s + va, vb - va);
                 pairs[4 * np] = (uint32_t)need;
                 pairs[4 * np + 1] = (uint32_t)(nb - na);
                 pairs[4 * np + 2] = (uint32_t)(need + (nb - na));

@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""The `make run` demo page in a real browser: Debian's headless Chromium,
+driven over the DevTools protocol (python3-websockets). Loads the page,
+checks its style sheet, script and icon arrived, uploads a file of a few MiB
+through the form (progress to 100%, size and sha256 in the JSON shown),
+watches the SSE clock tick twice and sends a WebSocket message to see its
+echo. A failed check saves a screenshot in the test's temp dir (kept, path
+printed). Chromium and the demo are stopped by PID; every wait is bounded.
+Fails (does not skip) when Chromium or python3-websockets is missing."""
+import asyncio
+import base64
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from nsvtest import ok, eq, done, Server, BUILD  # noqa
+
+try:
+    import websockets
+except ImportError:
+    websockets = None
+
+WAIT = 30  # seconds: the bound on any one wait (a hang fails, it never blocks the suite)
+
+
+class DevTools:
+    """A minimal DevTools protocol client: commands by id, events kept in a list."""
+
+    def __init__(self, ws):
+        self.ws = ws
+        self.next_id = 0
+        self.pending = {}
+        self.events = []
+        self.reader = asyncio.ensure_future(self._read())
+
+    async def _read(self):
+        async for raw in self.ws:
+            msg = json.loads(raw)
+            if "id" in msg and msg["id"] in self.pending:
+                self.pending.pop(msg["id"]).set_result(msg)
+            elif "method" in msg:
+                self.events.append(msg)
+
+    async def call(self, method, **params):
+        self.next_id += 1
+        fut = asyncio.get_running_loop().create_future()
+        self.pending[self.next_id] = fut
+        await self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        msg = await asyncio.wait_for(fut, WAIT)
+        if "error" in msg:
+            raise RuntimeError("%s: %s" % (method, msg["error"]))
+        return msg["result"]
+
+    async def js(self, expr):
+        """The value of a JavaScript expression in the page."""
+        r = await self.call("Runtime.evaluate", expression=expr, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in r:
+            raise RuntimeError("%s: %s" % (expr, r["exceptionDetails"]))
+        return r["result"].get("value")
+
+    async def wait_js(self, expr, timeout=WAIT):
+        """Polls expr until it is truthy; its last value (falsy on timeout).
+        An exception (the document still loading) counts as not yet."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                v = await self.js(expr)
+            except RuntimeError:
+                v = None
+            if v or time.monotonic() > deadline:
+                return v
+            await asyncio.sleep(0.1)
+
+
+def start_chromium(tmp):
+    """Starts Chromium with its own profile in tmp; (process, DevTools port, browser path)."""
+    exe = os.environ.get("NSV_CHROMIUM") or shutil.which("chromium")
+    if not exe:
+        return None, None, None
+    profile = os.path.join(tmp, "profile")
+    with open(os.path.join(tmp, "chromium.log"), "wb") as log:
+        try:
+            proc = subprocess.Popen([exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                                     "--no-default-browser-check", "--disable-extensions", "--disable-dev-shm-usage",
+                                     "--no-proxy-server",
+                                     "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
+                                     "--user-data-dir=" + profile, "--window-size=1000,1500", "about:blank"],
+                                    stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as e:
+            log.write(("cannot start %s: %s\n" % (exe, e)).encode())
+            return None, None, None
+    # Chromium writes the port it picked and the browser's path here once it listens.
+    active = os.path.join(profile, "DevToolsActivePort")
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with open(active) as f:
+                lines = f.read().split("\n")
+            if len(lines) >= 2 and lines[0].strip().isdigit() and lines[1].startswith("/"):
+                return proc, int(lines[0]), lines[1].strip()
+        except FileNotFoundError:
+            pass
+        time.sleep(0.1)
+    return proc, None, None
+
+
+def stop(proc):
+    """Stops Chromium, then any helper process it left in its process group."""
+    if not proc:
+        return
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the group Chromium leads (start_new_session)
+    except ProcessLookupError:
+        pass
+
+
+async def drive(port, browser_path, base, tmp, upload_path, upload_sha):
+    failed = []
+
+    def check(cond, name, diag=None):
+        if not ok(cond, name, diag):
+            failed.append(name)
+        return cond
+
+    async with websockets.connect("ws://127.0.0.1:%d%s" % (port, browser_path), max_size=None, ping_interval=None) as bws:
+        browser = DevTools(bws)
+        target = (await browser.call("Target.createTarget", url="about:blank"))["targetId"]
+        async with websockets.connect("ws://127.0.0.1:%d/devtools/page/%s" % (port, target),
+                                      max_size=None, ping_interval=None) as pws:
+            page = DevTools(pws)
+            try:
+                await page.call("Page.enable")
+                await page.call("Runtime.enable")
+                await page.call("Network.enable")
+                await page.call("Page.navigate", url=base + "/")
+
+                # The page, its script, style sheet and icon.
+                check(await page.wait_js("document.documentElement.dataset.js === 'ready'"),
+                      "app.js ran (the page's script loaded)")
+                eq(await page.js("document.querySelector('h1').textContent"), "libnanosrv", "index.html shown")
+                check(await page.js("getComputedStyle(document.documentElement)"
+                                    ".getPropertyValue('--demo-style').trim() === 'loaded'"),
+                      "style.css applied (its custom property is set)")
+                eq(await page.js("getComputedStyle(document.querySelector('h1')).color"), "rgb(47, 111, 223)",
+                   "style.css applied (heading colour)")
+                check(await page.wait_js("document.getElementById('logo').complete && "
+                                         "document.getElementById('logo').naturalWidth"),
+                      "icon.svg loaded and decoded")
+                types = {e["params"]["response"]["url"].rsplit("/", 1)[-1]:
+                         (e["params"]["response"]["status"], e["params"]["response"]["mimeType"])
+                         for e in page.events if e["method"] == "Network.responseReceived"}
+                for name, mime in (("style.css", "text/css"), ("app.js", "text/javascript"),
+                                   ("icon.svg", "image/svg+xml")):
+                    eq(types.get(name), (200, mime), "%s served as %s" % (name, mime))
+
+                # The SSE clock: the page shows at least two more ticks.
+                first = await page.wait_js("document.getElementById('clock').textContent.endsWith('UTC') && "
+                                           "document.getElementById('clock').textContent")
+                check(first, "clock shows the server time", first)
+                seen = [first]
+                for _ in range(2):
+                    v = await page.wait_js("(t => t !== %s && t.endsWith('UTC') && t)"
+                                           "(document.getElementById('clock').textContent)" % json.dumps(seen[-1]),
+                                           timeout=10)
+                    seen.append(v)
+                check(all(seen) and len(set(seen)) == 3, "clock ticked twice", seen)
+
+                # Upload: a file set on the input, the form submitted, progress to 100%.
+                node = await page.call("Runtime.evaluate", expression="document.getElementById('file')")
+                await page.call("DOM.enable")
+                await page.call("DOM.setFileInputFiles", files=[upload_path],
+                                objectId=node["result"]["objectId"])
+                eq(await page.js("document.getElementById('file').files[0].size"),
+                   os.path.getsize(upload_path), "the file is set on the input")
+                await page.js("document.querySelector('#upload button').click()")
+                result = await page.wait_js("document.getElementById('result').textContent")
+                eq(await page.js("document.getElementById('progress').value"), 100, "progress bar at 100%")
+                eq(await page.js("document.getElementById('percent').textContent"), "100%", "100% shown")
+                try:
+                    parts = json.loads(result)
+                except (TypeError, ValueError):
+                    parts = None
+                check(isinstance(parts, list) and len(parts) == 1, "result JSON shown (one part)", result)
+                part = parts[0] if isinstance(parts, list) and parts else {}
+                eq((part.get("name"), part.get("filename")), ("file", os.path.basename(upload_path)),
+                   "result: field name and file name")
+                eq(part.get("size"), os.path.getsize(upload_path), "result: size")
+                eq(part.get("sha256"), upload_sha, "result: sha256")
+
+                # WebSocket echo.
+                check(await page.wait_js("document.getElementById('ws-state').textContent === 'open'"),
+                      "WebSocket open")
+                msg = "hello from chromium %d" % os.getpid()
+                await page.js("document.getElementById('ws-text').value = %s;"
+                              "document.querySelector('#ws-form button').click()" % json.dumps(msg))
+                check(await page.wait_js("document.getElementById('ws-log').textContent.includes(%s)"
+                                         % json.dumps("echo: " + msg)), "WebSocket message echoed")
+            except Exception as e:  # a broken protocol step fails the test, with the screenshot
+                check(False, "DevTools protocol steps", repr(e))
+            shot = os.path.join(tmp, "failed.png" if failed else "page.png")
+            if failed or os.environ.get("NSV_KEEP_TMP"):
+                try:
+                    data = (await page.call("Page.captureScreenshot", format="png"))["data"]
+                    with open(shot, "wb") as f:
+                        f.write(base64.b64decode(data))
+                    print("# screenshot: %s" % shot)
+                except Exception as e:
+                    print("# no screenshot: %r" % e)
+            page.reader.cancel()
+        browser.reader.cancel()
+    return failed
+
+
+def main():
+    if not ok(websockets is not None, "python3-websockets importable (apt-get install python3-websockets)"):
+        done()
+    tmp = tempfile.mkdtemp(prefix="nsv-demo-browser-")
+    upload_path = os.path.join(tmp, "upload.bin")
+    data = os.urandom(3 << 20)
+    with open(upload_path, "wb") as f:
+        f.write(data)
+    srv = Server([os.path.join(BUILD, "demo"), "--port", "0"])
+    chrome, port, path = start_chromium(tmp)
+    failed = ["chromium"]
+    try:
+        if ok(chrome is not None, "chromium found (apt-get install chromium)") and \
+                ok(port is not None, "chromium's DevTools port (see %s/chromium.log)" % tmp):
+            failed = asyncio.run(asyncio.wait_for(
+                drive(port, path, "http://127.0.0.1:%d" % srv.port, tmp, upload_path,
+                      hashlib.sha256(data).hexdigest()), 4 * WAIT))
+    finally:
+        stop(chrome)
+        ok(srv.alive(), "demo still running")
+        eq(srv.stop(), 0, "demo exits 0 on SIGTERM")
+    if failed or os.environ.get("NSV_KEEP_TMP"):
+        print("# kept %s" % tmp)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    done()
+
+
+main()

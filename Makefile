@@ -64,6 +64,38 @@ else
   TLS_MSG := libnanosrv: TLS disabled$(if $(filter :%,$(TLS_WHY)),, )$(TLS_WHY)
 endif
 
+# Optional gzip of replies (zlib), detected the same way by
+# tools/detect-zlib.sh. `make ZLIB=` builds without it (NSV_OPT_GZIP_MIN_SIZE
+# then answers NSV_ENOTSUP), `make ZLIB=zlib` insists on it.
+ifeq ($(origin ZLIB),undefined)
+  ifneq ($(TLS_DETECT),skip)
+    ZLIB_DETECT := $(shell CC='$(CC)' PKG_CONFIG='$(PKG_CONFIG)' sh tools/detect-zlib.sh)
+  endif
+  ZLIB := $(if $(filter pkg-config compile,$(ZLIB_DETECT)),zlib)
+  ifneq ($(ZLIB),)
+    ZLIB_WHY := (found through $(if $(filter compile,$(ZLIB_DETECT)),a compile test,pkg-config))
+  else
+    ZLIB_WHY := : zlib not found; install zlib1g-dev (apt-get install zlib1g-dev) and run make again
+  endif
+else ifeq ($(ZLIB),)
+  ZLIB_WHY := (ZLIB= given to make; run make without it to build gzip in)
+else
+  ZLIB_WHY := (ZLIB=$(ZLIB) given to make)
+endif
+ifeq ($(ZLIB),zlib)
+  ifeq ($(ZLIB_DETECT),pkg-config)
+    ZLIB_CFLAGS := $(shell $(PKG_CONFIG) --cflags zlib)
+    ZLIB_LIBS   := $(shell $(PKG_CONFIG) --libs zlib)
+  else
+    ZLIB_LIBS   := -lz
+  endif
+  CFLAGS += -DNSV_WITH_ZLIB $(ZLIB_CFLAGS)
+  LIBS   += $(ZLIB_LIBS)
+  ZLIB_MSG := libnanosrv: gzip (zlib) enabled $(ZLIB_WHY)
+else
+  ZLIB_MSG := libnanosrv: gzip disabled$(if $(filter :%,$(ZLIB_WHY)),, )$(ZLIB_WHY)
+endif
+
 SRCS   := $(sort $(wildcard libnanosrv/src/*/*.c))
 OBJS   := $(SRCS:%.c=$(BUILD)/obj/%.o)
 SONAME := libnanosrv.so.$(MAJOR)
@@ -88,16 +120,18 @@ examples: $(EXAMPLES)
 tests: $(UNITS) $(ITESTS) $(REPLAYS)
 
 # $(BUILD)/config records the compiler, the optimisation/sanitizer flags and
-# the TLS choice; it is rewritten only when one of them changes, and everything
+# the TLS and zlib choices; it is rewritten only when one of them changes, and everything
 # compiled depends on it, so a change rebuilds the whole tree. It also prints
 # whether TLS is in the build. $(BUILD)/sources lists the library's objects, so
 # that removing or renaming a source file relinks the library.
-CONFIG_LINES = 'CC=$(CC)' 'OPT=$(OPT)' 'SAN=$(SAN)' 'TLS=$(TLS)' 'TLS_CFLAGS=$(TLS_CFLAGS)' 'TLS_LIBS=$(TLS_LIBS)'
+CONFIG_LINES = 'CC=$(CC)' 'OPT=$(OPT)' 'SAN=$(SAN)' 'TLS=$(TLS)' 'TLS_CFLAGS=$(TLS_CFLAGS)' 'TLS_LIBS=$(TLS_LIBS)' \
+               'ZLIB=$(ZLIB)' 'ZLIB_CFLAGS=$(ZLIB_CFLAGS)' 'ZLIB_LIBS=$(ZLIB_LIBS)'
 $(BUILD)/config: FORCE
 	@mkdir -p $(@D)
 	@printf '%s\n' $(CONFIG_LINES) > $@.tmp
 	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
 	@echo "$(TLS_MSG)"
+	@echo "$(ZLIB_MSG)"
 $(BUILD)/sources: FORCE
 	@mkdir -p $(@D)
 	@printf '%s\n' $(OBJS) > $@.tmp
@@ -166,10 +200,10 @@ cdef:
 # see docs/ABI.md).
 check-abi: lib
 	@NSV_BUILD=$(BUILD) CC='$(CC)' tests/abi/check-abi.sh
-# The baseline comes from a plain build of its own (no TLS, no sanitizer,
+# The baseline comes from a plain build of its own (no TLS, no zlib, no sanitizer,
 # -O2), so it does not depend on how this tree was configured.
 abi-baseline:
-	$(MAKE) BUILD=$(BUILD)/abi-baseline TLS= SAN= OPT=-O2 lib
+	$(MAKE) BUILD=$(BUILD)/abi-baseline TLS= ZLIB= SAN= OPT=-O2 lib
 	@NSV_BUILD=$(BUILD)/abi-baseline CC='$(CC)' tests/abi/abi.sh baseline
 
 # Runs every suite of one build directory through prove.

@@ -7,6 +7,7 @@ build/bench-report.html. Standard library only. See bench/METHOD.md.
     bench/run.py [--quick] [--cases a,b] [--servers x,y] [--rounds N] [--duration S]
 """
 import argparse
+import http.client
 import json
 import os
 import re
@@ -24,6 +25,8 @@ BENCH = os.path.join(ROOT, "bench")
 NGINX_MODULES = "/usr/lib/nginx/modules"
 NOISY = 10  # % of a core used by other processes during a run that makes it "noisy"
 ROUTE_PATH = "/dummy/{i}/x"  # echo-server --routes N registers GET /dummy/<i>/:id
+# A query that echo-server's JSON answer repeats: about 4 KiB of JSON.
+JSON_4K_PATH = "/items?" + "&".join(f"item{i}=value-{i * 37 % 1000}" for i in range(240))
 # Files for the static cases, the same for every server (echo-server --static,
 # nginx alias). A fixed mtime makes the ETag known in advance: both servers
 # write it as "mtime-size" in hex, so one If-None-Match fits both.
@@ -78,20 +81,23 @@ class Case:
 
     def __init__(self, cid, title, kind="wrk", need="http", conns=50, path="/", script=None,
                  headers=(), args=(), size=0, hold=0, baseline=("ceiling", None), quick=False,
-                 expect_non2xx=False):
+                 expect_non2xx=False, upload=0):
         self.id, self.title, self.kind, self.need, self.conns = cid, title, kind, need, conns
         self.path, self.script, self.headers, self.args, self.size = path, script, headers, args, size
         self.hold, self.baseline, self.quick, self.expect_non2xx = hold, baseline, quick, expect_non2xx
+        self.upload = upload
 
 
 # Capabilities: http (GET and POST; ceiling and nginx read a POST body but answer
 # their canned 2 bytes), busy (--busy-us), routes (--routes), ws (/ws echo).
 # The bindings' echo examples follow the same contract as echo-server.
 ECHO = {"http", "busy", "routes", "ws", "static"}
+# echo-server also parses POST /upload (multipart) as it streams in, and has --gzip
+ECHO_C = ECHO | {"upload", "gzip"}
 SERVERS = [
     Server("ceiling", ["build/bench/ceiling"], {"http"}, quick=True, needs=["build/bench/ceiling"]),
-    Server("echo-server", ["build/echo-server"], ECHO, quick=True, needs=["build/echo-server"]),
-    Server("echo-server -t2", ["build/echo-server", "--threads", "2"], ECHO, quick=True,
+    Server("echo-server", ["build/echo-server"], ECHO_C, quick=True, needs=["build/echo-server"]),
+    Server("echo-server -t2", ["build/echo-server", "--threads", "2"], ECHO_C, quick=True,
            needs=["build/echo-server"]),
     Server("echo-server -t2 handoff", ["build/echo-server", "--threads", "2", "--accept", "handoff"], ECHO,
            needs=["build/echo-server"]),
@@ -144,6 +150,11 @@ CASES = [
     Case("ws-64", "WebSocket echo 64 B, 50 conns", kind="ws", need="ws", size=64, baseline=WS_BASE),
     Case("ws-64k", "WebSocket echo 64 KiB, 50 conns", kind="ws", need="ws", size=65536,
          baseline=WS_BASE),
+    Case("json-4k", "GET, ~4 KiB JSON answer, 50 conns", need="gzip", path=JSON_4K_PATH,
+         headers=["Accept-Encoding: gzip"], baseline=("echo-server", None)),
+    Case("json-4k-gzip", "GET, ~4 KiB JSON answer gzipped (--gzip 1024), 50 conns", need="gzip",
+         path=JSON_4K_PATH, headers=["Accept-Encoding: gzip"], args=["--gzip", "1024"],
+         baseline=("echo-server", "json-4k")),
     Case("static-1k", "static 1 KiB file, 50 conns", need="static", path="/static/small.css",
          args=["--static", STATIC_DIR], baseline=("nginx", None)),
     Case("static-304", "static If-None-Match -> 304, 50 conns", need="static", path="/static/small.css",
@@ -153,6 +164,8 @@ CASES = [
          path="/static/big.bin", args=["--static", STATIC_DIR], baseline=("nginx", None)),
     Case("rss-idle", "RSS idle", kind="rss", quick=True),
     Case("rss-10k", "RSS with 10,000 idle keep-alive conns", kind="rss", hold=10000),
+    Case("rss-upload", "peak RSS growth, 100 MiB multipart POST /upload", kind="rss", need="upload",
+         upload=100 << 20, args=["--max-body", str(200 << 20)], baseline=("echo-server", None)),
 ]
 
 
@@ -261,6 +274,18 @@ class Running:
                 pass
         return total
 
+    def hwm_kib(self):
+        """Peak RSS (VmHWM), summed over the process tree like rss_kib."""
+        total = 0
+        for p in self.pids():
+            try:
+                with open(f"/proc/{p}/status") as f:
+                    m = re.search(r"VmHWM:\s+(\d+)", f.read())
+                total += int(m.group(1)) if m else 0
+            except OSError:
+                pass
+        return total
+
     def alive(self):
         return self.proc.poll() is None
 
@@ -346,12 +371,51 @@ def one_request(port):
             pass
 
 
+def upload_multipart(port, size):
+    """POST /upload of one file part of `size` bytes, sent 1 MiB at a time;
+    returns (status, the part sizes the server counted)."""
+    boundary = "----nsvbench" + os.urandom(8).hex()
+    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.bin\"\r\n"
+            f"Content-Type: application/octet-stream\r\n\r\n").encode()
+    tail = f"\r\n--{boundary}--\r\n".encode()
+    block = os.urandom(1 << 20)
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        c.putrequest("POST", "/upload")
+        c.putheader("Content-Type", f"multipart/form-data; boundary={boundary}")
+        c.putheader("Content-Length", str(len(head) + size + len(tail)))
+        c.endheaders()
+        c.send(head)
+        for i in range(0, size, len(block)):
+            c.send(block[:min(len(block), size - i)])
+        c.send(tail)
+        r = c.getresponse()
+        body = r.read()
+    finally:
+        c.close()
+    try:
+        sizes = [p.get("size") for p in json.loads(body)]
+    except ValueError:
+        sizes = []
+    return r.status, sizes
+
+
 def measure_rss(case, run, cpus):
     """RSS after one request (allocations made lazily on first use count),
-    optionally with `hold` idle keep-alive connections open."""
+    optionally with `hold` idle keep-alive connections open. An upload case
+    reports the growth of the peak RSS (VmHWM) over the upload instead."""
     one_request(run.port)
     time.sleep(0.3)
     r = {"errors": {}}
+    if case.upload:
+        before = run.hwm_kib()
+        status, sizes = upload_multipart(run.port, case.upload)
+        r["rss_kib"] = max(0, run.hwm_kib() - before)
+        if status != 200 or sizes != [case.upload]:
+            r["errors"]["bad_upload"] = 1
+        if not run.alive():
+            r["errors"]["server_died"] = 1
+        return r
     if not case.hold:
         r["rss_kib"] = run.rss_kib()
         return r

@@ -3,7 +3,7 @@
  *   echo-server --port N [--threads N] [--busy-us N] [--routes N] [--callback|--pull]
  *               [--accept reuseport|handoff]
  *               [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]
- *               [--max-body N] [--max-header-bytes N]
+ *               [--max-body N] [--max-header-bytes N] [--gzip MIN]
  *               [--cert FILE --key FILE [--ca FILE | --ca-optional FILE]]
  *               [--static DIR]
  *
@@ -11,7 +11,9 @@
  * byte for byte; /ws is a WebSocket echo (messages up to 16 MiB, no
  * extensions); POST /upload parses a multipart/form-data body while it
  * streams in and answers one JSON object per part (name, filename,
- * content_type, size, sha256; lib/upload.h); everything else gets a JSON
+ * content_type, size, sha256; lib/upload.h); GET /sse?n=N streams N
+ * server-sent events with data "0" ... "N-1" and ends (N up to ten million,
+ * paced by TCP_WRITABLE; lib/sse_count.h); everything else gets a JSON
  * description of the request.
  * With --static DIR, files of DIR are served under /static/ (index.html,
  * ETag, Range, precompressed NAME.br / NAME.gz; docs/STATIC.md).
@@ -19,6 +21,8 @@
  * --ca asks for client certificates signed by that CA (--ca-optional lets
  * clients without one in); the JSON then also names the SNI and the
  * verified client subject.
+ * --gzip MIN compresses replies of at least MIN bytes for clients that
+ * accept gzip (NSV_OPT_GZIP_MIN_SIZE; the JSON answers qualify).
  * SIGTERM/SIGINT drain: in-flight requests finish, then it exits 0. */
 #include <nanosrv.h>
 #include <signal.h>
@@ -27,9 +31,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "lib/sse_count.h"
 #include "lib/upload.h"
 
-enum { ROUTE_ECHO = 1, ROUTE_WS = 2, ROUTE_UPLOAD = 3, ROUTE_DUMMY = 100 };
+enum { ROUTE_ECHO = 1, ROUTE_WS = 2, ROUTE_UPLOAD = 3, ROUTE_SSE = 4, ROUTE_DUMMY = 100 };
 
 static nsv_server *srv;
 static volatile sig_atomic_t got_signal;
@@ -111,14 +116,24 @@ static void handle(nsv_server *s, const nsv_event *ev, const char *a)
         upload_body(s, ev, a);
         return;
     }
-    if (ev->type == NSV_EV_CLOSE || ev->type == NSV_EV_ERROR) {
-        upload_gone(ev->conn);
+    if (ev->type == NSV_EV_TCP_WRITABLE) { /* a paced GET /sse stream */
+        sse_writable(s, ev);
+        return;
+    }
+    if (ev->type == NSV_EV_CLOSE || ev->type == NSV_EV_ERROR || ev->type == NSV_EV_HANGUP) {
+        if (ev->type != NSV_EV_HANGUP)
+            upload_gone(ev->conn);
+        sse_gone(s, ev);
         return;
     }
     if (ev->type != NSV_EV_REQUEST)
         return;
     if (ev->route == ROUTE_UPLOAD) {
         upload_begin(s, ev, a);
+        return;
+    }
+    if (ev->route == ROUTE_SSE) {
+        sse_begin(s, ev, a);
         return;
     }
     if (busy_us)
@@ -181,7 +196,7 @@ int main(int argc, char **argv)
     struct { const char *flag, *opt, *val; } opts[] = {
         {"--request-timeout-ms", "request_timeout_ms", NULL}, {"--idle-timeout-ms", "idle_timeout_ms", NULL},
         {"--max-conns", "max_conns", NULL}, {"--max-body", "max_body", NULL},
-        {"--max-header-bytes", "max_header_bytes", NULL},
+        {"--max-header-bytes", "max_header_bytes", NULL}, {"--gzip", "gzip_min_size", NULL},
     };
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -211,7 +226,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "usage: %s --port N [--threads N] [--busy-us N] [--routes N] [--callback|--pull]\n"
                             "       [--accept reuseport|handoff]\n"
                             "       [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]\n"
-                            "       [--max-body N] [--max-header-bytes N]\n"
+                            "       [--max-body N] [--max-header-bytes N] [--gzip MIN]\n"
                             "       [--cert FILE --key FILE [--ca FILE | --ca-optional FILE]]\n"
                             "       [--static DIR]\n", argv[0]);
             return 2;
@@ -232,6 +247,7 @@ int main(int argc, char **argv)
     nsv_route(srv, "PUT", 3, "/echo", 5, ROUTE_ECHO, 0);
     nsv_route(srv, "GET", 3, "/ws", 3, ROUTE_WS, NSV_ROUTE_WEBSOCKET);
     nsv_route(srv, "POST", 4, "/upload", 7, ROUTE_UPLOAD, NSV_ROUTE_STREAM_BODY);
+    nsv_route(srv, "GET", 3, "/sse", 4, ROUTE_SSE, 0);
     if (static_dir) {
         int m = nsv_serve_dir(srv, "/static/", 8, static_dir, strlen(static_dir), NULL, 0, NSV_STATIC_PRECOMPRESSED);
         if (m < 0) {

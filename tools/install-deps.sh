@@ -3,7 +3,7 @@
 # something is missing (so a machine that has them pays nothing).
 set -e
 PKGS="build-essential clang libclang-rt-14-dev curl wrk luajit lua5.1 luarocks python3 python3-cffi \
-python3-websockets python3-flask libmbedtls-dev openssl iproute2 procps pkg-config abigail-tools \
+python3-websockets python3-flask libmbedtls-dev zlib1g-dev openssl iproute2 procps pkg-config abigail-tools \
 chromium"
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"

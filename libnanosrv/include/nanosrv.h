@@ -260,8 +260,10 @@ enum nsv_option {
     NSV_OPT_STREAM_BODY = 22,       /* 1: every request body arrives in BODY events (see
                                        NSV_ROUTE_STREAM_BODY); default 0 */
     NSV_OPT_GZIP_MIN_SIZE = 23,     /* gzip replies of at least this many bytes to clients
-                                       that accept it (see NSV_OPT_GZIP_TYPES); 0 = off (default) */
-    NSV_OPT_GZIP_LEVEL = 24         /* zlib level 1..9, default 6 */
+                                       that accept it (see NSV_OPT_GZIP_TYPES); 0 = off (default);
+                                       streamed replies regardless of size. NSV_ENOTSUP above 0
+                                       in a build without zlib. Rules: docs/COMPRESSION.md. Since 1.1. */
+    NSV_OPT_GZIP_LEVEL = 24         /* zlib level 1..9, default 6. Since 1.1. */
 };
 
 /*
@@ -287,9 +289,10 @@ enum nsv_str_option {
     NSV_OPT_TLS_CLIENT_CA_FILE = 107, /* outbound: CA for server certificates (default: system bundle) */
     NSV_OPT_TLS_CLIENT_CA_PEM = 108, /* outbound: the same as PEM text */
     NSV_OPT_GZIP_TYPES = 109         /* media types gzip applies to: comma-separated; a type with
-                                        no subtype ("text/") matches all of it; default text/html, text/css, text/plain,
+                                        no subtype ("text/") matches all of it; parameters are ignored;
+                                        "" restores the default: text/html, text/css, text/plain,
                                         text/javascript, application/javascript,
-                                        application/json, application/xml, image/svg+xml */
+                                        application/json, application/xml, image/svg+xml. Since 1.1. */
 };
 
 /* Allocator hook: realloc semantics; size 0 means free(ptr), return NULL. */

@@ -35,6 +35,8 @@ static const opt_def opts[] = {
     {NSV_OPT_TLS_VERIFY_SERVER, "tls_verify_server", F(tls_verify_server), 0, 1},
     {NSV_OPT_TLS_HANDSHAKE_FAILURES, "tls_handshake_failures", 0, 0, 0},
     {NSV_OPT_STREAM_BODY, "stream_body", F(stream_body), 0, 1},
+    {NSV_OPT_GZIP_MIN_SIZE, "gzip_min_size", F(gzip_min_size), 0, (int64_t)1 << 31},
+    {NSV_OPT_GZIP_LEVEL, "gzip_level", F(gzip_level), 1, 9},
 };
 #undef F
 
@@ -54,6 +56,7 @@ void nsv__options_defaults(nsv_server *s)
     s->tcp_low_water = 32768;
     s->connect_timeout_ms = 30000;
     s->tls_verify_server = 1; /* outbound TLS is verified unless turned off */
+    s->gzip_level = 6;        /* zlib's own default: most of level 9's gain at a fraction of its cost */
 }
 
 static const opt_def *find(int id)
@@ -76,6 +79,9 @@ int nsv_set_int(nsv_server *s, int opt, int64_t v)
     if (v < d->min || v > d->max)
         return nsv__set_detail(s, NSV_ERANGE, "option %s: %lld outside %lld..%lld", d->name,
                                (long long)v, (long long)d->min, (long long)d->max);
+    if (opt == NSV_OPT_GZIP_MIN_SIZE && v > 0 && !nsv__gzip_available())
+        return nsv__set_detail(s, NSV_ENOTSUP, "option gzip_min_size: this libnanosrv was built without zlib "
+                               "(install zlib1g-dev and rebuild)");
     char what[64];
     snprintf(what, sizeof what, "nsv_set_int(%s)", d->name);
     int r = nsv__setup_begin(s, what, "set options");

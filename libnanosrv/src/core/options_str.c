@@ -1,5 +1,5 @@
-/* options_str.c - string options (nsv_set_str): ids and names. Every string
- * option belongs to TLS today, so the values live with the TLS code. */
+/* options_str.c - string options (nsv_set_str): ids and names. The TLS
+ * values live with the TLS code, the gzip media types with gzip.c. */
 #include "server.h"
 #include "../tls/tls.h"
 #include <stdio.h>
@@ -18,6 +18,7 @@ static const struct {
     {NSV_OPT_TLS_KEY_PASSWORD, "tls_key_password"},
     {NSV_OPT_TLS_CLIENT_CA_FILE, "tls_client_ca_file"},
     {NSV_OPT_TLS_CLIENT_CA_PEM, "tls_client_ca_pem"},
+    {NSV_OPT_GZIP_TYPES, "gzip_types"},
 };
 
 /* Name lookup for nsv_opt_by_name (prefix already stripped). */
@@ -42,7 +43,15 @@ int nsv_set_str(nsv_server *s, int opt, const char *v, size_t len)
             name = str_opts[i].name;
     if (!name)
         return nsv__set_detail(s, NSV_EINVAL, "nsv_set_str: option id %d is not a string option "
-                               "(NSV_OPT_TLS_*, 100..108)", opt);
+                               "(NSV_OPT_TLS_*, 100..108, NSV_OPT_GZIP_TYPES)", opt);
+    if (opt == NSV_OPT_GZIP_TYPES) { /* read by the loops: set up front, like the integer options */
+        int r = nsv__setup_begin(s, "nsv_set_str(gzip_types)", "set options");
+        if (r)
+            return r;
+        r = nsv__gzip_set_types(s, v, len);
+        nsv__setup_end(s);
+        return r;
+    }
     if (nsv__shard_started(s)) { /* the TLS values have their own lock; refused for one rule */
         char what[64];
         snprintf(what, sizeof what, "nsv_set_str(%s)", name);

@@ -77,9 +77,12 @@ void nsv_server_free(nsv_server *s)
         usleep(1000);
     for (int i = 0; i < s->nlisteners; i++)
         close_listener(s, i);
-    for (int i = 0; i < s->nloops; i++)
+    for (int i = 0; i < s->nloops; i++) {
+        nsv__gzip_loop_free(s->loops[i]);
         nsv__loop_free(s->loops[i]);
+    }
     nsv__router_free(s->router);
+    nsv__gzip_server_free(s);
     nsv__static_free(s);
     nsv__tls_server_free(s);
     nsv__alloc a = s->alloc;

@@ -6,6 +6,7 @@
 #include "../loop/loop.h"
 #include "../router/router.h"
 #include "parse.h"
+#include "gzip.h"
 
 #define NSV__MAX_PARAMS 32
 
@@ -14,6 +15,13 @@ typedef struct nsv__hscan {
     unsigned seen;           /* which of the headers the library adds are present */
     uint32_t te_off, te_len; /* the Transfer-Encoding line in the block */
     uint64_t cl;             /* the Content-Length value, when present */
+    /* what gzip (gzip.c) needs: the Content-Length line to replace, the
+     * Content-Type value, where a Vary value ends (to extend it) and where
+     * a strong ETag's value starts (to weaken it) */
+    uint32_t cl_off, cl_len;
+    uint32_t ct_off, ct_len;
+    uint32_t vary_end;
+    uint32_t etag_off;
 } nsv__hscan;
 
 /* HTTP's per-loop scratch (nsv__loop.http): parse results and caches that
@@ -27,6 +35,7 @@ typedef struct nsv__http_loop {
     char reply_hdrs[128];   /* last reply header block that passed the check */
     uint32_t reply_hdrs_len;
     nsv__hscan reply_hdrs_scan;
+    void *gz;               /* deflate stream of complete replies (gzip.c), made at first use */
 } nsv__http_loop;
 
 /* A static mount (nsv_serve_dir), read-only once the server runs. */

@@ -209,6 +209,8 @@ static int start_request(nsv__loop *l, nsv__conn *c, const char *data, size_t le
     c->http10 = r->minor_version == 0;
     c->keepalive = c->http10 ? !!(r->flags & NSV__RF_CONN_KEEPALIVE) : !(r->flags & NSV__RF_CONN_CLOSE);
     c->head = r->method_len == 4 && memcmp(r->method, "HEAD", 4) == 0;
+    /* Accept-Encoding is read only while gzip is on: nothing to pay otherwise. */
+    c->gzip_ok = s->gzip_min_size > 0 && nsv__gzip_accepts(r->headers, r->num_headers);
     if (r->flags & NSV__RF_CHUNKED) {
         c->body_need = -1;
         c->raw_off = (uint32_t)n;
@@ -534,7 +536,15 @@ static void on_drain(nsv__loop *l, nsv__conn *c)
         nsv__conn_close(l, c);
 }
 
-/* HTTP's per-loop scratch; the loop frees it as plain memory. */
+/* A streamed reply cut short (the peer left, a timeout, the server freed)
+ * still holds its deflate stream. */
+static void on_close(nsv__loop *l, nsv__conn *c)
+{
+    nsv__gzip_stream_free(l, c);
+}
+
+/* HTTP's per-loop scratch; the loop frees it as plain memory (its deflate
+ * stream is freed by the server first, nsv__gzip_loop_free). */
 int nsv__http_loop_init(nsv__loop *l)
 {
     l->http = nsv__calloc(&l->srv->alloc, sizeof *l->http);
@@ -552,4 +562,5 @@ const nsv__proto nsv__proto_http = {
     .on_timer = on_timer,
     .on_drain = on_drain,
     .on_peer_eof = peer_eof,
+    .on_close = on_close,
 };

@@ -77,7 +77,9 @@ static char *put_u64(char *p, uint64_t v)
     return p;
 }
 
-enum { HAS_CL = 1, HAS_DATE = 2, HAS_CONN = 4, CONN_CLOSE = 8, HAS_TE = 16, TE_CHUNKED = 32 };
+enum { HAS_CL = 1, HAS_DATE = 2, HAS_CONN = 4, CONN_CLOSE = 8, HAS_TE = 16, TE_CHUNKED = 32,
+       /* for gzip */
+       HAS_CT = 64, HAS_CE = 128, HAS_CRANGE = 256, HAS_VARY = 512, VARY_AE = 1024, ETAG_STRONG = 2048 };
 
 static int name_is(const char *line, size_t nlen, const char *name, size_t len)
 {
@@ -122,6 +124,23 @@ static void trim_ows(const char **v, size_t *n)
         (*v)++, (*n)--;
     while (*n && ((*v)[*n - 1] == ' ' || (*v)[*n - 1] == '\t'))
         (*n)--;
+}
+
+/* A Vary value that already covers Accept-Encoding ("*" covers all). */
+static int vary_covers_ae(const char *v, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        size_t e = i;
+        while (e < n && v[e] != ',')
+            e++;
+        const char *t = v + i;
+        size_t tl = e - i;
+        trim_ows(&t, &tl);
+        if ((tl == 1 && *t == '*') || (tl == 15 && nsv__strncaseeq(t, "accept-encoding", 15)))
+            return 1;
+        i = e + 1;
+    }
+    return 0;
 }
 
 /* Validate the host's header block and note what it says about framing.
@@ -186,8 +205,30 @@ int nsv__headers_scan(nsv_server *s, const char *h, size_t n, nsv__hscan *out)
                                        (int)(vlen > 40 ? 40 : vlen), v);
             out->seen |= HAS_CL;
             out->cl = cl;
+            out->cl_off = (uint32_t)start;
+            out->cl_len = (uint32_t)(i - start);
         } else if (name_is(nm, nlen, "date", 4)) {
             out->seen |= HAS_DATE;
+        } else if (name_is(nm, nlen, "content-type", 12)) {
+            trim_ows(&v, &vlen);
+            out->seen |= HAS_CT;
+            out->ct_off = (uint32_t)(v - h);
+            out->ct_len = (uint32_t)vlen;
+        } else if (name_is(nm, nlen, "content-encoding", 16)) {
+            out->seen |= HAS_CE;
+        } else if (name_is(nm, nlen, "content-range", 13)) {
+            out->seen |= HAS_CRANGE;
+        } else if (name_is(nm, nlen, "vary", 4)) {
+            trim_ows(&v, &vlen);
+            out->seen |= HAS_VARY | (vary_covers_ae(v, vlen) ? VARY_AE : 0);
+            out->vary_end = (uint32_t)(v + vlen - h);
+        } else if (name_is(nm, nlen, "etag", 4)) {
+            trim_ows(&v, &vlen);
+            out->seen &= ~(unsigned)ETAG_STRONG;
+            if (vlen >= 2 && v[0] == '"') { /* a weak one starts W/ and stays as it is */
+                out->seen |= ETAG_STRONG;
+                out->etag_off = (uint32_t)(v - h);
+            }
         } else if (name_is(nm, nlen, "transfer-encoding", 17)) {
             if (out->seen & HAS_TE)
                 return nsv__set_detail(s, NSV_EINVAL, "headers: Transfer-Encoding appears twice");
@@ -239,21 +280,25 @@ int nsv__reply_check(nsv_server *s, int status, const nsv__hscan *hs, int stream
 
 /* The header block of a reply, validated, through a one-entry cache: hosts
  * tend to send the same block again and again. */
-static int headers_of(nsv__loop *l, const char *hdrs, size_t hlen, nsv__hscan *hs)
+static const nsv__hscan no_headers;
+
+/* *out points at the scan: the cache's (nothing copied) or *tmp. */
+static int headers_of(nsv__loop *l, const char *hdrs, size_t hlen, nsv__hscan *tmp, const nsv__hscan **out)
 {
     if (hlen == 0) {
-        memset(hs, 0, sizeof *hs);
+        *out = &no_headers;
         return 0;
     }
     if (hlen == l->http->reply_hdrs_len && !memcmp(hdrs, l->http->reply_hdrs, hlen)) {
-        *hs = l->http->reply_hdrs_scan; /* the same block as the last reply: already checked */
+        *out = &l->http->reply_hdrs_scan; /* the same block as the last reply: already checked */
         return 0;
     }
-    int r = nsv__headers_scan(l->srv, hdrs, hlen, hs);
+    *out = tmp;
+    int r = nsv__headers_scan(l->srv, hdrs, hlen, tmp);
     if (r == 0 && hlen <= sizeof l->http->reply_hdrs) {
         memcpy(l->http->reply_hdrs, hdrs, hlen);
         l->http->reply_hdrs_len = (uint32_t)hlen;
-        l->http->reply_hdrs_scan = *hs;
+        l->http->reply_hdrs_scan = *tmp;
     }
     return r;
 }
@@ -276,19 +321,53 @@ static void request_done(nsv__loop *l, nsv__conn *c)
     nsv__conn_mark_dirty(l, c);
 }
 
-/* Copy the host's block; a streamed reply to HTTP/1.0 is not chunked, so a
- * "Transfer-Encoding: chunked" line of the host's would lie: leave it out. */
-static char *put_block(char *p, const char *hdrs, size_t hlen, const nsv__hscan *hs, int drop_te)
+/* A change to the host's block: del bytes at off give way to ins. */
+typedef struct hedit {
+    uint32_t off, del;
+    const char *ins;
+    uint32_t ilen;
+} hedit;
+
+/* Copy the host's block with its edits (at most a few, at distinct offsets). */
+static char *put_block(char *p, const char *hdrs, size_t hlen, hedit *e, int ne)
 {
-    if (!drop_te || !(hs->seen & HAS_TE)) {
-        memcpy(p, hdrs, hlen);
-        return p + hlen;
+    for (int i = 1; i < ne; i++) /* insertion sort by offset */
+        for (int k = i; k > 0 && e[k].off < e[k - 1].off; k--) {
+            hedit t = e[k];
+            e[k] = e[k - 1];
+            e[k - 1] = t;
+        }
+    size_t at = 0;
+    for (int i = 0; i < ne; i++) {
+        memcpy(p, hdrs + at, e[i].off - at);
+        p += e[i].off - at;
+        memcpy(p, e[i].ins, e[i].ilen);
+        p += e[i].ilen;
+        at = e[i].off + e[i].del;
     }
-    memcpy(p, hdrs, hs->te_off);
-    p += hs->te_off;
-    size_t rest = hs->te_off + hs->te_len;
-    memcpy(p, hdrs + rest, hlen - rest);
-    return p + (hlen - rest);
+    memcpy(p, hdrs + at, hlen - at);
+    return p + (hlen - at);
+}
+
+/* What gzip does to a reply: nothing (GZ_NONE), add Vary to an answer of a
+ * compressible type sent as it is (GZ_VARY), or compress (GZ_ON). */
+enum { GZ_NONE, GZ_VARY, GZ_ON };
+#define GZ_HDR_ROOM 80 /* ", Accept-Encoding" or a Vary line, "W/", Content-Encoding */
+
+static int gzip_plan(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, const nsv__hscan *hs,
+                     size_t blen, int stream, int fixed)
+{
+    nsv_server *s = l->srv;
+    if (!(hs->seen & HAS_CT) || (hs->seen & HAS_CE) || !nsv__gzip_type_ok(s, hdrs + hs->ct_off, hs->ct_len))
+        return GZ_NONE;
+    /* HEAD is answered as it is (as nginx does): compressing a body only to
+     * count it costs what the GET costs; the Vary tells caches the GET may
+     * differ. Ranges count bytes of the identity body: never compressed. */
+    if (!c->gzip_ok || c->head || status == 204 || status == 304 || status == 206 || (hs->seen & HAS_CRANGE))
+        return GZ_VARY;
+    if (stream)
+        return fixed ? GZ_VARY : GZ_ON;
+    return blen >= (uint64_t)s->gzip_min_size ? GZ_ON : GZ_VARY;
 }
 
 int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t hlen,
@@ -302,35 +381,65 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
                                      stream ? "nsv_reply_start" : "nsv_reply", (unsigned long long)nsv__conn_id(l, c))
                    : nsv__set_detail(s, NSV_ESTATE, "%s: connection 0x%llx has no request waiting for a reply",
                                      stream ? "nsv_reply_start" : "nsv_reply", (unsigned long long)nsv__conn_id(l, c));
-    nsv__hscan hs;
-    if (headers_of(l, hdrs, hlen, &hs) != 0)
+    nsv__hscan hs_tmp;
+    const nsv__hscan *hs;
+    if (headers_of(l, hdrs, hlen, &hs_tmp, &hs) != 0)
         return NSV_EINVAL;
-    int r = nsv__reply_check(s, status, &hs, stream);
+    int r = nsv__reply_check(s, status, hs, stream);
     if (r)
         return r;
     int no_body = status == 204 || status == 304;
     /* A Content-Length must say what goes on the wire, except where HTTP
      * lets it describe a body that is not sent (HEAD, 304). */
-    if (mode == NSV__REPLY_FULL && (hs.seen & HAS_CL) && hs.cl != blen && !c->head && status != 304)
+    if (mode == NSV__REPLY_FULL && (hs->seen & HAS_CL) && hs->cl != blen && !c->head && status != 304)
         return nsv__set_detail(s, NSV_EINVAL, "nsv_reply: Content-Length is %llu but the body is %zu bytes",
-                               (unsigned long long)hs.cl, blen);
+                               (unsigned long long)hs->cl, blen);
     if (c->out.len - c->out.off > nsv__out_limit(l))
         return nsv__set_detail(s, NSV_EAGAIN, "nsv_reply: %u bytes already wait to be sent, over the output cap",
                                c->out.len - c->out.off);
     int keepalive = c->keepalive;
-    if (hs.seen & CONN_CLOSE || atomic_load(&s->draining) || (c->bstream && !stream))
+    if (hs->seen & CONN_CLOSE || atomic_load(&s->draining) || (c->bstream && !stream))
         keepalive = 0; /* (a body still arriving is not read to its end: the connection ends) */
-    int fixed = stream && (hs.seen & HAS_CL) && !c->head && !no_body;
+    int fixed = stream && (hs->seen & HAS_CL) && !c->head && !no_body;
     if (stream && c->http10 && !fixed)
         keepalive = 0; /* no chunked coding in HTTP/1.0: the close ends the body */
     size_t send_body = (c->head || no_body || stream) ? 0 : blen;
+    /* Files (static/) are never compressed on the fly: precompressed NAME.gz serves that. */
+    int gz = s->gzip_min_size > 0 && mode != NSV__REPLY_FILE ? gzip_plan(l, c, status, hdrs, hs, blen, stream, fixed)
+                                                             : GZ_NONE;
     const char *rs = reason(status);
     size_t rlen = strlen(rs);
-    r = nsv__buf_reserve(l, &c->out, 16 + rlen + hlen + 40 + 40 + 40 + 30 + send_body);
+    size_t hroom = 16 + rlen + hlen + 40 + 40 + 40 + 30 + (gz ? GZ_HDR_ROOM : 0);
+    r = nsv__buf_reserve(l, &c->out, hroom + send_body);
     if (r)
         return r == NSV_ETOOBIG ? nsv__set_detail(s, r, "%s: %zu bytes do not fit the output buffer",
                                                   stream ? "nsv_reply_start" : "nsv_reply", hlen + send_body)
                                 : r;
+    /* Compressed where the head will not reach (hroom bounds it), then moved
+     * up behind it; kept only when smaller than the body. */
+    size_t zlen = 0;
+    if (gz == GZ_ON && !stream) {
+        zlen = nsv__gzip_complete(l, body, blen, c->out.p + c->out.len + hroom, blen - 1);
+        if (!zlen)
+            gz = GZ_VARY;
+    } else if (gz == GZ_ON && nsv__gzip_stream_start(l, c) != NSV_OK) {
+        gz = GZ_VARY; /* no memory for the stream: sent as it is */
+    }
+    hedit ed[4];
+    int ne = 0;
+    unsigned seen = hs->seen;
+    if (stream && c->http10 && (seen & HAS_TE)) /* not chunked: the host's chunked line would lie */
+        ed[ne++] = (hedit){hs->te_off, hs->te_len, "", 0};
+    if (gz) {
+        if (gz == GZ_ON && !stream && (seen & HAS_CL)) { /* replaced by the compressed length */
+            ed[ne++] = (hedit){hs->cl_off, hs->cl_len, "", 0};
+            seen &= ~(unsigned)HAS_CL;
+        }
+        if ((seen & (HAS_VARY | VARY_AE)) == HAS_VARY)
+            ed[ne++] = (hedit){hs->vary_end, 0, ", Accept-Encoding", 17};
+        if (gz == GZ_ON && (seen & ETAG_STRONG)) /* other bytes than the entity's (nginx does the same) */
+            ed[ne++] = (hedit){hs->etag_off, 0, "W/", 2};
+    }
     c->keepalive = (uint8_t)keepalive;
     nsv__update_date(l);
     char *p = c->out.p + c->out.len;
@@ -341,24 +450,38 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
     p += rlen;
     *p++ = '\r';
     *p++ = '\n';
-    if (hlen)
-        p = put_block(p, hdrs, hlen, &hs, stream && c->http10);
+    if (ne) {
+        p = put_block(p, hdrs, hlen, ed, ne);
+    } else if (hlen) {
+        memcpy(p, hdrs, hlen);
+        p += hlen;
+    }
+    if (gz) {
+        if (!(seen & HAS_VARY)) {
+            memcpy(p, "Vary: Accept-Encoding\r\n", 23);
+            p += 23;
+        }
+        if (gz == GZ_ON) {
+            memcpy(p, "Content-Encoding: gzip\r\n", 24);
+            p += 24;
+        }
+    }
     if (stream) {
-        if (!(hs.seen & (HAS_TE | HAS_CL)) && !c->http10 && !no_body) {
+        if (!(seen & (HAS_TE | HAS_CL)) && !c->http10 && !no_body) {
             memcpy(p, "Transfer-Encoding: chunked\r\n", 28);
             p += 28;
         }
-    } else if (!(hs.seen & HAS_CL) && !no_body) {
+    } else if (!(seen & HAS_CL) && !no_body) {
         memcpy(p, "Content-Length: ", 16);
-        p = put_u64(p + 16, blen);
+        p = put_u64(p + 16, zlen ? zlen : blen);
         *p++ = '\r';
         *p++ = '\n';
     }
-    if (!(hs.seen & HAS_DATE)) {
+    if (!(hs->seen & HAS_DATE)) {
         memcpy(p, l->http->date, 37);
         p += 37;
     }
-    if (!(hs.seen & HAS_CONN)) {
+    if (!(hs->seen & HAS_CONN)) {
         if (!c->keepalive) {
             memcpy(p, "Connection: close\r\n", 19);
             p += 19;
@@ -369,7 +492,10 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
     }
     *p++ = '\r';
     *p++ = '\n';
-    if (send_body) {
+    if (zlen) {
+        memmove(p, c->out.p + c->out.len + hroom, zlen);
+        p += zlen;
+    } else if (send_body) {
         memcpy(p, body, send_body);
         p += send_body;
     }
@@ -379,7 +505,7 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
         c->state = NSV__C_STREAM;
         c->no_body = (uint8_t)no_body;
         c->fixed_len = (uint8_t)fixed;
-        c->stream_left = hs.cl;
+        c->stream_left = hs->cl;
         c->high_water = (uint32_t)s->tcp_high_water;
         c->low_water = (uint32_t)s->tcp_low_water;
         nsv__ticket(l, c, NSV__T_STREAM);
@@ -408,6 +534,15 @@ int nsv__send_chunk(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
     if (c->out.len - c->out.off > 0 && c->out.len - c->out.off + len > nsv__out_limit(l))
         return nsv__set_detail(s, NSV_EAGAIN, "nsv_send_chunk: %u bytes wait to be sent; %zu more would pass the "
                                               "output cap", c->out.len - c->out.off, len);
+    if (c->gz) { /* the cap above counted the bytes before compression: at least as many */
+        int r = nsv__gzip_stream_put(l, c, data, len, 0);
+        if (r)
+            return r == NSV_ETOOBIG ? nsv__set_detail(s, r, "nsv_send_chunk: %zu bytes do not fit the output buffer", len)
+                                    : nsv__set_detail(s, r, "nsv_send_chunk: compressing %zu bytes failed", len);
+        nsv__conn_mark_dirty(l, c);
+        nsv__out_queued(l, c);
+        return NSV_OK;
+    }
     int framed = !c->http10 && !c->fixed_len;
     int r = nsv__buf_reserve(l, &c->out, len + 24);
     if (r)
@@ -454,6 +589,16 @@ int nsv__reply_end(nsv__loop *l, nsv__conn *c)
         request_done(l, c);
         return nsv__set_detail(l->srv, NSV_EINVAL, "nsv_reply_end: %llu bytes short of the declared Content-Length; "
                                                    "the connection is closed", (unsigned long long)left);
+    }
+    if (c->gz) { /* the end of the gzip member, then the end of the body */
+        int r = nsv__gzip_stream_put(l, c, NULL, 0, 1);
+        nsv__gzip_stream_free(l, c);
+        if (r) {
+            c->keepalive = 0;
+            request_done(l, c);
+            return nsv__set_detail(l->srv, r, "nsv_reply_end: the end of the gzip stream does not fit the output "
+                                              "buffer; the connection is closed");
+        }
     }
     if (!c->http10 && !c->head && !c->fixed_len && !c->no_body) {
         int r = nsv__buf_append(l, &c->out, "0\r\n\r\n", 5);

@@ -147,6 +147,8 @@ struct nsv__conn {
     uint8_t file_copy;      /* read into `out` and written (TLS, or sendfile refused) */
     int file_fd;
     uint64_t file_off, file_left;
+    uint8_t gzip_ok;        /* the current request accepts gzip (noted only with NSV_OPT_GZIP_MIN_SIZE) */
+    void *gz;               /* streamed reply: its deflate stream (http/gzip.c) */
 };
 
 typedef struct nsv__listener {
@@ -237,6 +239,8 @@ struct nsv_server {
     int64_t tcp_high_water, tcp_low_water, connect_timeout_ms, shard_accept;
     int64_t tls_verify_client, tls_verify_server;
     int64_t stream_body;  /* NSV_OPT_STREAM_BODY */
+    int64_t gzip_min_size, gzip_level; /* NSV_OPT_GZIP_MIN_SIZE (0 off), NSV_OPT_GZIP_LEVEL */
+    char *gzip_types;     /* NSV_OPT_GZIP_TYPES, normalised (http/gzip.c); NULL: the default list */
     int stream_routes;    /* some route has NSV_ROUTE_STREAM_BODY */
     atomic_llong tls_failures; /* handshakes that failed */
     void *tls;           /* TLS option strings (tls/tls.c) */

@@ -39,7 +39,9 @@ enum nsv_event_type {
     NSV_EV_TCP_WRITABLE = 11,
     NSV_EV_TCP_CONNECTED = 12,
     NSV_EV_HANGUP = 13,
-    NSV_EV_BODY = 14
+    NSV_EV_BODY = 14,
+    NSV_EV_TIMER = 15,
+    NSV_EV_WAKEUP = 16
 };
 
 enum nsv_event_flag {
@@ -210,6 +212,12 @@ int nsv_run(nsv_server *srv);
 int nsv_stop(nsv_server *srv);
 
 int nsv_wakeup(nsv_server *srv);
+
+int64_t nsv_timer_add(nsv_server *srv, int64_t delay_ms, int64_t repeat_ms, uint64_t tag);
+
+int nsv_timer_cancel(nsv_server *srv, int64_t timer);
+
+int nsv_wakeup_conn(nsv_server *srv, uint64_t conn, const char *data, size_t len);
 
 int nsv_drain(nsv_server *srv, int timeout_ms);
 

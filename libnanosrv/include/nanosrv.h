@@ -144,8 +144,11 @@ enum nsv_event_type {
     NSV_EV_HANGUP = 13,    /* the client ended its side (EOF) while a request of the
                               connection is with the host (no reply yet, or a
                               streamed reply in progress); see below */
-    NSV_EV_BODY = 14       /* a piece of a streamed request body (REQUEST had
+    NSV_EV_BODY = 14,      /* a piece of a streamed request body (REQUEST had
                               NSV_EVF_STREAM_BODY); NSV_EVF_EOF on the last one */
+    NSV_EV_TIMER = 15,     /* a host timer fired (nsv_timer_add): conn = the timer id,
+                              tag = the timer's tag */
+    NSV_EV_WAKEUP = 16     /* nsv_wakeup_conn: conn = the connection, body = the payload */
 };
 
 /* Event flags (nsv_event.flags). */
@@ -513,6 +516,23 @@ NSV_API int nsv_stop(nsv_server *srv);
  * none is blocked, the next nsv_poll may return 0 at once). Safe from any
  * thread and from a signal handler. Since 1.0. */
 NSV_API int nsv_wakeup(nsv_server *srv);
+/* METHOD: a host timer: a TIMER event (conn = the returned id, tag = tag)
+ * after delay_ms, then every repeat_ms when repeat_ms > 0 (0: once). The
+ * events come out of nsv_poll / nsv_run (on a sharded server, out of the
+ * host's nsv_poll). Returns the timer id (> 0, never reused) or NSV_EINVAL
+ * / NSV_ERANGE with a detail. From any thread. Since 1.1. */
+NSV_API int64_t nsv_timer_add(nsv_server *srv, int64_t delay_ms, int64_t repeat_ms, uint64_t tag);
+/* METHOD: cancel a timer; no TIMER event for it is delivered after the
+ * call returns (on the polling thread; from other threads one already on
+ * its way may still arrive). NSV_ENOTFOUND for an unknown or finished
+ * timer. From any thread. Since 1.1. */
+NSV_API int nsv_timer_cancel(nsv_server *srv, int64_t timer);
+/* METHOD: deliver a WAKEUP event for a connection, carrying len bytes of
+ * payload (at most 65536), from any thread (the nanosrv seed's
+ * wakeup(conn, data)): the event comes out of the poll that delivers that
+ * connection's events, in order with them. NSV_ESTALE for a connection
+ * that is not open, NSV_ETOOBIG past the payload limit. Since 1.1. */
+NSV_API int nsv_wakeup_conn(nsv_server *srv, uint64_t conn, const char *data, size_t len);
 /* METHOD: graceful stop, waiting for its end: nsv_drain_start(timeout_ms),
  * then return once every connection is closed or timeout_ms passed (then
  * the rest are closed). Single loop: runs the loop in the calling thread,

@@ -143,10 +143,16 @@ local function upload(req, res)
 end
 srv:route("POST", "/upload", upload, { stream_body = true })
 
--- GET /sse?n=N: N events, paced by the client (send waits while it is behind).
+-- GET /sse?n=N: N events, paced by the client (send waits while it is behind);
+-- n is 0 .. 1e7, digits only, else 400, as in the C echo-server.
+local SSE_MAX = 10000000
 srv:route("GET", "/sse", function(req, res)
-    local n = tonumber(req:query_args().n)
-    if not n or n < 0 or n % 1 ~= 0 then return res:send(400, "n must be a whole number\n", TEXT) end
+    local q = req:query_args().n
+    if type(q) == "table" then q = q[1] end -- repeated: the first, as the C echo-server
+    local n = type(q) == "string" and #q <= 9 and q:match("^%d+$") and tonumber(q)
+    if not n or n > SSE_MAX then
+        return res:send(400, "n must be a number of events, 0.." .. SSE_MAX .. "\n", TEXT)
+    end
     local sse = res:sse()
     for i = 0, n - 1 do
         if not sse:send { data = tostring(i) } then return end -- the client left

@@ -377,6 +377,23 @@ function M.version() return ffi.string(C.nsv_version_string()), C.nsv_version(),
 -- Headers given as a Lua table become one "Name: value\r\n" block.
 ---------------------------------------------------------------------------
 
+-- Names must be HTTP tokens (RFC 9110) and values free of control
+-- characters other than HTAB: a CR or LF in a table entry would otherwise
+-- start a header (or a response) of the caller's data's choosing.
+local function header_line(name, v, n, fname)
+    if type(name) ~= "string" or name == "" or name:find("[^%w!#$%%&'*+%-.^_`|~]") then
+        local shown = tostring(name):gsub("[%c\127\\]", function(c) return string.format("\\%d", c:byte()) end)
+        argerr(n, fname, "header name must be an HTTP token, got '" .. shown .. "'")
+    end
+    local tv = type(v)
+    if tv == "number" or tv == "boolean" then v = tostring(v)
+    elseif tv ~= "string" then argerr(n, fname, "header '" .. name .. "' value must be a string") end
+    if v:find("[%z\1-\8\10-\31\127]") then
+        argerr(n, fname, "header '" .. name .. "' value contains CR, LF, NUL or another control character")
+    end
+    return name .. ": " .. v .. "\r\n"
+end
+
 local function header_block(h, n, fname)
     local t = type(h)
     if t == "string" then return h end
@@ -385,9 +402,9 @@ local function header_block(h, n, fname)
     local out = {}
     for k, v in pairs(h) do
         if type(v) == "table" then -- repeated header, e.g. Set-Cookie
-            for _, x in ipairs(v) do out[#out + 1] = k .. ": " .. tostring(x) .. "\r\n" end
+            for _, x in ipairs(v) do out[#out + 1] = header_line(k, x, n, fname) end
         else
-            out[#out + 1] = k .. ": " .. tostring(v) .. "\r\n"
+            out[#out + 1] = header_line(k, v, n, fname)
         end
     end
     return table.concat(out)
@@ -408,8 +425,10 @@ end
 
 ---------------------------------------------------------------------------
 -- Request: a view of one event record. It reads the arena lazily and is
--- valid until the next poll (the arena is reused then); one object per
--- batch slot is preallocated, so a request costs no allocation.
+-- valid until the next poll (the arena is reused then). Each request is its
+-- own small table, stamped with the poll generation that delivered it: a
+-- request kept past that poll raises instead of reading whatever event
+-- fills its slot of a later batch (another client's data).
 ---------------------------------------------------------------------------
 
 local Req, Params = {}, {}
@@ -483,7 +502,14 @@ local function tls_part(n)
 end
 req_fields.sni = tls_part(1)
 req_fields.peer_subject = tls_part(2)
-req_fields.params = function(r) return r._p end
+req_fields.params = function(r)
+    local p = rawget(r, "_p")
+    if not p then
+        p = setmetatable({ _r = r }, Params)
+        rawset(r, "_p", p)
+    end
+    return p
+end
 
 function Req.header(r, name)
     if type(name) ~= "string" then argerr(1, "header", "string expected") end
@@ -561,9 +587,7 @@ Params.__index = function(p, name) return Req.param(p._r, name) end
 local function new_req(srv, i)
     -- _ev and _body are false (not nil) so that their lookups on the hot
     -- path hit the table and never reach the __index function.
-    local r = { _s = srv, _i = i, _g = -1, _ev = false, _body = false }
-    r._p = setmetatable({ _r = r }, Params)
-    return setmetatable(r, Req)
+    return setmetatable({ _s = srv, _i = i, _g = srv._gen, _ev = false, _body = false }, Req)
 end
 
 ---------------------------------------------------------------------------
@@ -723,6 +747,18 @@ local function body_cut(res, b)
     if co then b.waiter = nil; s._wake(s, co) end
 end
 
+-- A late reply (the client already left: the connection id is stale) is
+-- a no-op: the call returns false and res.closed is true. Misuse (a second
+-- reply, a bad status or header) still raises.
+local function gone(self, r)
+    if r ~= ESTALE and r ~= ECLOSED then return false end
+    self._closed, self.closed = true, true
+    self._st = DONE
+    if self._held then unhold(self) end
+    self._s._streams[conn_key(self._c)] = nil
+    return true
+end
+
 function Res:send(status, body, headers)
     status = status_arg(status, "send")
     body = body_arg(body, 2, "send")
@@ -730,11 +766,16 @@ function Res:send(status, body, headers)
     local x = self._cookies
     if x then hb = hb .. x end
     local h = srv_handle(self._s)
-    check(C.nsv_reply(h, self._c, status, hb, #hb, body, #body), "reply", self._s)
+    local r = C.nsv_reply(h, self._c, status, hb, #hb, body, #body)
+    if r < 0 then
+        if gone(self, r) then return false end
+        check(r, "reply", self._s)
+    end
     self._st = DONE
     if self._held then unhold(self) end
     local b = self._body
     if b then body_cut(self, b) end
+    return true
 end
 
 local function started(self)
@@ -749,8 +790,13 @@ function Res:start(status, headers)
     local x = self._cookies
     if x then hb = hb .. x end
     local h = srv_handle(self._s)
-    check(C.nsv_reply_start(h, self._c, status, hb, #hb), "reply_start", self._s)
+    local r = C.nsv_reply_start(h, self._c, status, hb, #hb)
+    if r < 0 then
+        if self._closed or gone(self, r) then return false end
+        check(r, "reply_start", self._s)
+    end
     started(self)
+    return true
 end
 
 -- Inside a coroutine handler, wait while the stream is past its high water
@@ -789,7 +835,12 @@ end
 -- In a coroutine handler, write waits while the client is behind.
 function Res:write(chunk)
     chunk = body_arg(chunk, 1, "write")
-    check(paced(self, C.nsv_send_chunk, chunk, #chunk), "send_chunk", self._s)
+    local r = paced(self, C.nsv_send_chunk, chunk, #chunk)
+    if r < 0 then
+        if self._closed or gone(self, r) then return false end
+        check(r, "send_chunk", self._s)
+    end
+    return true
 end
 
 -- Add a Set-Cookie line to the answer (see nanosrv.cookie for opts).
@@ -821,7 +872,10 @@ function Res:send_file(path, opts)
     local h = srv_handle(self._s)
     local r = C.nsv_reply_file(h, self._c, status, root, #root, path, #path, rh, #rh, hb, #hb, flags)
     if r == ENOTFOUND then return nil, "not found" end
-    check(r, "reply_file", self._s)
+    if r < 0 then
+        if gone(self, r) then return false end
+        check(r, "reply_file", self._s)
+    end
     self._st = DONE
     if self._held then unhold(self) end
     local b = self._body
@@ -842,8 +896,9 @@ function Res:sse(headers)
     local x = self._cookies
     if x then hb = hb .. x end
     local h = srv_handle(self._s)
-    check(C.nsv_sse_start(h, self._c, hb, #hb), "sse_start", self._s)
-    started(self)
+    local r = C.nsv_sse_start(h, self._c, hb, #hb)
+    if r < 0 and not gone(self, r) then check(r, "sse_start", self._s) end
+    if r >= 0 then started(self) end
     return setmetatable({ res = self }, SSE)
 end
 
@@ -917,14 +972,23 @@ function SSE:on_close(fn) return self.res:on_disconnect(fn) end
 
 function Res:finish()
     local h = srv_handle(self._s)
-    check(C.nsv_reply_end(h, self._c), "reply_end", self._s)
+    local r = C.nsv_reply_end(h, self._c)
+    if r < 0 then
+        if self._closed or gone(self, r) then return false end
+        check(r, "reply_end", self._s)
+    end
     self._st = DONE
     self._s._streams[conn_key(self._c)] = nil
+    return true
 end
 
 function Res:close()
     local h = srv_handle(self._s)
-    check(C.nsv_close(h, self._c), "close", self._s)
+    local r = C.nsv_close(h, self._c)
+    if r < 0 then
+        if gone(self, r) then return false end
+        check(r, "close", self._s)
+    end
     self._st = DONE
     self._s._streams[conn_key(self._c)] = nil
     if self._held then unhold(self) end
@@ -977,11 +1041,17 @@ local function need_ws()
     end
 end
 
+-- Returns true, or false once the socket is closed (a late send).
 function WS:send(data, opcode)
     need_ws()
     data = body_arg(data, 1, "send")
     local h = srv_handle(self._s)
-    check(C.nsv_ws_send(h, self._c, opcode or 1, data, #data), "ws_send", self._s)
+    local r = C.nsv_ws_send(h, self._c, opcode or 1, data, #data)
+    if r < 0 then
+        if r == ESTALE or r == ECLOSED then self.closed = true; return false end
+        check(r, "ws_send", self._s)
+    end
+    return true
 end
 
 function WS:close(code, reason)
@@ -1065,14 +1135,13 @@ function M.server(opts)
         _cap = cap, _arena = ffi.new("char[?]", cap),
         _gen = 0, _polling = false, _next_route = 1,
         _handlers = {}, _wsroutes = {}, _ws = {}, _on = {}, _streams = {},
-        _reqs = {}, _held = {}, listeners = {},
+        _held = {}, listeners = {},
         _coroute = {}, _bodies = {}, _cos = setmetatable({}, { __mode = "k" }), _timers = {},
         _body_buffer = opts.body_buffer or 1048576,
     }, Server)
     if type(self._body_buffer) ~= "number" or self._body_buffer < 1 then
         argerr(1, "server", "body_buffer must be a number >= 1")
     end
-    for i = 0, batch - 1 do self._reqs[i] = new_req(self, i) end
     -- Unmatched requests: 404 unless srv:fallback() says otherwise.
     self._fallback = function(_, res)
         res:send(404, '{"error":"not found"}', "Content-Type: application/json\r\n")
@@ -1370,8 +1439,7 @@ local function dispatch(self, i)
         if bit.band(ev.flags, EVF_STREAM_BODY) ~= 0 or (route > 0 and self._coroute[route]) then
             return dispatch_co(self, i, ev)
         end
-        local req = self._reqs[i]
-        req._g = self._gen
+        local req = new_req(self, i)
         local res = setmetatable({ _c = ev.conn, _s = self, _st = PENDING, _req = req,
                                    disconnected = bit.band(ev.flags, EVF_EOF) ~= 0 }, Res)
         -- Route ids are 1..n, so the lookup stays in the array part (the JIT
@@ -1409,12 +1477,10 @@ local function dispatch(self, i)
     elseif t == EV_WS_OPEN then
         local handlers = self._wsroutes[ev.route]
         if handlers then
-            local req = self._reqs[i]
-            req._g = self._gen
             local ws = setmetatable({ _c = ev.conn, _s = self, _h = handlers, route = ev.route,
                                       closed = false, data = {} }, WS)
             self._ws[conn_key(ev.conn)] = ws
-            ws_call(self, ws, "open", req)
+            ws_call(self, ws, "open", new_req(self, i))
         end
     elseif t == EV_WS_CLOSE then
         ws_closed(self, conn_key(ev.conn), ev.code, ffi.string(self._arena + ev.body_off, ev.body_len))
@@ -1437,7 +1503,7 @@ local function dispatch(self, i)
         local res = self._streams[key]
         if res and res._c == ev.conn then
             self._streams[key] = nil
-            res._closed = true
+            res._closed, res.closed = true, true
             res_writable(res, true)
             res_disconnected(res)
         end
@@ -1445,7 +1511,7 @@ local function dispatch(self, i)
         if res and res._c == ev.conn then
             self._held[key] = nil
             res._held = nil
-            res._closed = true
+            res._closed, res.closed = true, true
             res_disconnected(res)
         end
         local f = self._on.close

@@ -113,13 +113,16 @@ do
     local c = T.connect(port, pump)
     c:send(T.req("GET", "/late"))
     for _ = 1, 400 do if held then break end pump() end
-    c:close()
+    c:reset()
     for _ = 1, 400 do if held.closed then break end pump() end
     T.is(held.closed, true, "late reply: the response knows the client left")
+    T.is(held.disconnected, true, "late reply: disconnected too")
     local ok, r = pcall(held.send, held, 200, "too late")
     T.ok(ok and r == false, "late reply: send returns false, no error", tostring(r))
     ok, r = pcall(held.start, held, 200)
     T.ok(ok and r == false, "late reply: start returns false, no error", tostring(r))
+    ok, r = pcall(held.write, held, "x")
+    T.ok(ok and r == false, "late reply: write returns false, no error", tostring(r))
 end
 -- Misuse still raises: a second reply on a live connection.
 srv:route("GET", "/twice", function(_, res)

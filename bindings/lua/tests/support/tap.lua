@@ -58,6 +58,7 @@ ffi.cdef [[
     int close(int fd);
     int shutdown(int fd, int how);
     uint16_t htons(uint16_t v);
+    int setsockopt(int fd, int level, int name, const void *val, uint32_t len);
 ]]
 local C = ffi.C
 local AF_INET, SOCK_STREAM, POLLIN, MSG_NOSIGNAL = 2, 1, 1, 0x4000
@@ -209,6 +210,13 @@ end
 function Client:wait_closed(timeout_ms)
     self:wait(function() if self.closed then return true end end, timeout_ms)
     return self.closed
+end
+
+-- Close with a reset (SO_LINGER 0): the server sees the client vanish.
+function Client:reset()
+    local lg = ffi.new("int[2]", 1, 0)
+    C.setsockopt(self.fd, 1, 13, lg, 8) -- SOL_SOCKET, SO_LINGER
+    self:close()
 end
 
 function Client:close()

@@ -120,6 +120,8 @@ local EVF_KEEPALIVE, EVF_HEAD, EVF_HTTP10 = C.NSV_EVF_KEEPALIVE, C.NSV_EVF_HEAD,
 local EVF_CHUNKED, EVF_UPGRADE, EVF_TLS = C.NSV_EVF_CHUNKED, C.NSV_EVF_UPGRADE, C.NSV_EVF_TLS
 local EVF_EOF, EVF_STREAM_BODY, EV_BODY = C.NSV_EVF_EOF, C.NSV_EVF_STREAM_BODY, C.NSV_EV_BODY
 local ECLOSED, ESTALE, EAGAIN, EINVAL = C.NSV_ECLOSED, C.NSV_ESTALE, C.NSV_EAGAIN, C.NSV_EINVAL
+local EV_TCP_OPEN, EV_TCP_DATA, EV_TCP_CONNECTED = C.NSV_EV_TCP_OPEN, C.NSV_EV_TCP_DATA, C.NSV_EV_TCP_CONNECTED
+local EV_TIMER, EV_WAKEUP, ENOTSUP = C.NSV_EV_TIMER, C.NSV_EV_WAKEUP, C.NSV_ENOTSUP
 
 M.TEXT, M.BINARY, M.PING, M.PONG = C.NSV_WS_TEXT, C.NSV_WS_BINARY, C.NSV_WS_PING, C.NSV_WS_PONG
 -- Error codes by name without the prefix: M.errors.ESTALE == C.NSV_ESTALE.
@@ -486,7 +488,6 @@ req_fields.head = flag(EVF_HEAD)
 req_fields.http10 = flag(EVF_HTTP10)
 req_fields.chunked = flag(EVF_CHUNKED)
 req_fields.upgrade = flag(EVF_UPGRADE)
-req_fields.tls = flag(EVF_TLS)
 -- The client had ended its side before this request was delivered.
 req_fields.disconnected = flag(EVF_EOF)
 -- TLS block "sni\0peer_subject\0" (nil on a plain connection).
@@ -502,6 +503,12 @@ local function tls_part(n)
 end
 req_fields.sni = tls_part(1)
 req_fields.peer_subject = tls_part(2)
+-- TLS details: {sni =, subject =} on a TLS connection, false otherwise.
+req_fields.tls = function(r)
+    local ev = req_ev(r)
+    if bit.band(ev.flags, EVF_TLS) == 0 then return false end
+    return { sni = tls_part(1)(r), subject = tls_part(2)(r) }
+end
 req_fields.params = function(r)
     local p = rawget(r, "_p")
     if not p then
@@ -1066,13 +1073,6 @@ function WS:close(code, reason)
 end
 
 
----------------------------------------------------------------------------
--- Server
----------------------------------------------------------------------------
-
-local Server = {}
-Server.__index = Server
-
 -- An HttpError passes through as it is (it is an answer, not a bug).
 local function traceback(e)
     if getmetatable(e) == HttpError then return e end
@@ -1083,6 +1083,150 @@ local function log_handler_error(what, err)
     io.stderr:write("nanosrv: ", what, " handler failed: ", tostring(err), "\n")
     io.stderr:flush()
 end
+
+---------------------------------------------------------------------------
+-- Raw TCP connections (tcp:// and tls:// listeners, srv:connect). One
+-- object per connection, handed to the handlers:
+--   on_open(conn)            accepted (listeners)
+--   on_connect(conn)         outbound connection is up (srv:connect)
+--   on_data(conn, bytes)     bytes received, in order
+--   on_eof(conn)             the peer ended its side (half-close); without
+--                            this handler the connection shuts its side
+--                            too once its output is sent
+--   on_writable(conn, ok)    false: queued output crossed the high water
+--                            mark (slow down); true: it fell to the low one
+--   on_close(conn)           gone; conn.closed is true from then on
+--   on_error(conn, msg, code) failure (connect refused, TLS, output limit);
+--                            on_close follows
+--   on_wakeup(conn, data)    srv:wakeup(conn, data)
+---------------------------------------------------------------------------
+
+local TCP = {}
+TCP.__index = TCP
+local TCP_HANDLERS = { on_open = true, on_connect = true, on_data = true, on_eof = true, on_writable = true,
+                       on_close = true, on_error = true, on_wakeup = true }
+
+local function tcp_handlers(handlers, n, fname, missing)
+    if type(handlers) ~= "table" then argerr(n, fname, missing) end
+    for k, v in pairs(handlers) do
+        if not TCP_HANDLERS[k] then argerr(n, fname, "unknown handler '" .. tostring(k) .. "'") end
+        if type(v) ~= "function" then argerr(n, fname, k .. " must be a function") end
+    end
+end
+
+local function new_tcp(srv, id, handlers)
+    local conn = setmetatable({ id = id, _s = srv, _h = handlers, closed = false, writable = true,
+                                paused = false, eof = false, data = {} }, TCP)
+    srv._tcp[conn_key(id)] = conn
+    return conn
+end
+
+-- A handler that raises is logged and its connection reset: the stream
+-- it was handling is in an unknown state.
+local function tcp_call(conn, name, a, b)
+    local f = conn._h[name]
+    if not f then return false end
+    local ok, err = xpcall(f, traceback, conn, a, b)
+    if not ok then
+        log_handler_error("tcp " .. name, err)
+        local h = conn._s._h
+        if h ~= nil and not conn.closed and name ~= "on_close" then C.nsv_abort(h, conn.id) end
+    end
+    return true
+end
+
+-- r from a call on the connection: true; false when it is closed (a late
+-- call is a no-op); other failures raise with the library's detail.
+local function tcp_result(conn, r, what)
+    if r >= 0 then return true end
+    if r == ESTALE or r == ECLOSED then conn.closed = true; return false end
+    check(r, what, conn._s)
+end
+
+local function tcp_h(conn)
+    if conn.closed then return nil end
+    return conn._s._h
+end
+
+-- Queue bytes. Returns true (queued; conn.writable turns false past the
+-- high water mark and on_writable says when to go on), or false once the
+-- connection is closed. Past the server's max_output nothing is queued and
+-- it raises (a sender that ignores on_writable).
+function TCP:send(data)
+    data = body_arg(data, 1, "send")
+    local h = tcp_h(self)
+    if h == nil then return false end
+    return tcp_result(self, C.nsv_send(h, self.id, data, #data), "send")
+end
+
+-- Close once the queued output is sent.
+function TCP:close()
+    local h = tcp_h(self)
+    if h == nil then return false end
+    return tcp_result(self, C.nsv_close(h, self.id), "close")
+end
+
+-- Close now, dropping queued output (the peer sees a reset).
+function TCP:abort()
+    local h = tcp_h(self)
+    if h == nil then return false end
+    return tcp_result(self, C.nsv_abort(h, self.id), "abort")
+end
+
+-- Half-close: end our side once the queued output is sent; reading goes
+-- on until the peer ends its side too.
+function TCP:shutdown()
+    local h = tcp_h(self)
+    if h == nil then return false end
+    return tcp_result(self, C.nsv_shutdown(h, self.id), "shutdown")
+end
+
+-- Stop / resume reading (TCP then slows the peer).
+function TCP:pause()
+    local h = tcp_h(self)
+    if h == nil then return false end
+    local ok = tcp_result(self, C.nsv_pause_read(h, self.id, 1), "pause")
+    if ok then self.paused = true end
+    return ok
+end
+function TCP:resume()
+    local h = tcp_h(self)
+    if h == nil then return false end
+    local ok = tcp_result(self, C.nsv_pause_read(h, self.id, 0), "resume")
+    if ok then self.paused = false end
+    return ok
+end
+
+-- This connection's water marks for on_writable (0 <= low <= high).
+function TCP:set_water_marks(high, low)
+    if type(high) ~= "number" or type(low) ~= "number" then
+        argerr(1, "set_water_marks", "high and low byte counts expected")
+    end
+    local h = tcp_h(self)
+    if h == nil then return false end
+    return tcp_result(self, C.nsv_set_water_marks(h, self.id, high, low), "set_water_marks")
+end
+
+-- Bytes queued for output (0 once closed).
+function TCP:queued()
+    local h = tcp_h(self)
+    if h == nil then return 0 end
+    local r = C.nsv_conn_queued(h, self.id)
+    if r == ESTALE then self.closed = true; return 0 end
+    return tonumber(check(r, "conn_queued", self._s))
+end
+
+function TCP:wakeup(data) return self._s:wakeup(self, data) end
+
+TCP.__tostring = function(c) return "nanosrv.tcp(" .. tostring(c.id) .. ")" end
+
+---------------------------------------------------------------------------
+-- Server
+---------------------------------------------------------------------------
+
+local Server = {}
+Server.__index = Server
+
 
 local function res_disconnected(res)
     if res.disconnected then return end
@@ -1136,7 +1280,7 @@ function M.server(opts)
         _gen = 0, _polling = false, _next_route = 1,
         _handlers = {}, _wsroutes = {}, _ws = {}, _on = {}, _streams = {},
         _held = {}, listeners = {},
-        _coroute = {}, _bodies = {}, _cos = setmetatable({}, { __mode = "k" }), _timers = {},
+        _coroute = {}, _bodies = {}, _tcp = {}, _tcpl = {}, _ctimers = {}, _cos = setmetatable({}, { __mode = "k" }), _timers = {},
         _body_buffer = opts.body_buffer or 1048576,
     }, Server)
     if type(self._body_buffer) ~= "number" or self._body_buffer < 1 then
@@ -1159,8 +1303,24 @@ local function opt_id(name)
     return id
 end
 
+-- String options (enum nsv_str_option: TLS certificate, key, CA, password,
+-- gzip types) go through nsv_set_str; every other option is an integer.
+local STR_OPT = {}
+for _, v in pairs(M.enums.nsv_str_option or {}) do STR_OPT[v] = true end
+local VERIFY = { none = 0, optional = 1, required = 2 }
+
 function Server:set(name, value)
     local id = opt_id(name)
+    if STR_OPT[id] then
+        if value == nil or value == false then value = "" end
+        if type(value) ~= "string" then argerr(2, "set", "option '" .. name .. "' needs a string") end
+        local h = srv_handle(self)
+        check(C.nsv_set_str(h, id, value, #value), "set " .. name, self)
+        return self
+    end
+    if type(value) == "string" and id == C.NSV_OPT_TLS_VERIFY_CLIENT then
+        value = VERIFY[value:lower()] or argerr(2, "set", "tls_verify_client is \"none\", \"optional\" or \"required\"")
+    end
     if type(value) == "boolean" then value = value and 1 or 0 end
     if type(value) ~= "number" then argerr(2, "set", "option '" .. name .. "' needs a number") end
     local h = srv_handle(self)
@@ -1174,13 +1334,40 @@ function Server:get(name)
 end
 
 -- Returns the bound port (useful with port 0) and the listener id.
-function Server:listen(url)
+-- http://, ws://, https://, wss:// serve the routes; tcp:// and tls://
+-- need a table of raw TCP handlers (see TCP connections below).
+function Server:listen(url, handlers)
     str_arg(url, 1, "listen")
+    local raw = url:lower():match("^(%a+)://")
+    raw = raw == "tcp" or raw == "tls"
+    if raw then
+        tcp_handlers(handlers, 2, "listen", "a tcp:// or tls:// listener needs a table of handlers")
+    elseif handlers ~= nil then
+        argerr(2, "listen", "handlers are for tcp:// and tls:// listeners")
+    end
     local h = srv_handle(self)
     local lid = check(C.nsv_listen(h, url, #url), "listen " .. url, self)
     local port = check(C.nsv_listener_port(h, lid), "listener_port", self)
     self.listeners[#self.listeners + 1] = { id = lid, port = port, url = url }
+    if raw then self._tcpl[lid] = handlers end
     return port, lid
+end
+
+-- Outbound connection to "tcp://host:port" or "tls://host:port"; returns
+-- its connection object at once; handlers.on_connect(conn) once it is up,
+-- or on_error(conn, message, code) then on_close(conn). Data sent before
+-- is queued. TLS verifies the server's certificate and host name against
+-- tls_client_ca_file / tls_client_ca_pem (default: the system bundle)
+-- unless the server option tls_verify_server is false.
+function Server:connect(url, handlers)
+    str_arg(url, 1, "connect")
+    tcp_handlers(handlers, 2, "connect", "handlers table expected")
+    local h = srv_handle(self)
+    local id = C.nsv_connect(h, url, #url)
+    if id < 0 then check(tonumber(id), "connect " .. url, self) end
+    local conn = new_tcp(self, ffi.cast("uint64_t", id), handlers)
+    conn.url = url
+    return conn
 end
 
 local function add_route(self, method, pattern, flags, fname)
@@ -1261,9 +1448,12 @@ function Server:websocket(pattern, handlers)
     return id
 end
 
--- Server-level hooks: "close" f(conn), "error" f(code, message, conn).
+-- Server-level hooks: "close" f(conn), "error" f(code, message, conn),
+-- "wakeup" f(conn, data) for wakeups of connections without on_wakeup.
 function Server:on(event, fn)
-    if event ~= "close" and event ~= "error" then argerr(1, "on", "'close' or 'error' expected") end
+    if event ~= "close" and event ~= "error" and event ~= "wakeup" then
+        argerr(1, "on", "'close', 'error' or 'wakeup' expected")
+    end
     if fn ~= nil and type(fn) ~= "function" then argerr(2, "on", "function expected") end
     self._on[event] = fn
 end
@@ -1451,6 +1641,55 @@ local function dispatch(self, i)
             res._held = true
             self._held[conn_key(ev.conn)] = res
         end
+    elseif t == EV_TCP_DATA then
+        local conn = self._tcp[conn_key(ev.conn)]
+        if conn and conn.id == ev.conn then
+            local n = ev.body_len
+            if n > 0 then tcp_call(conn, "on_data", ffi.string(self._arena + ev.body_off, n)) end
+            if bit.band(ev.flags, EVF_EOF) ~= 0 and not conn.eof then
+                conn.eof = true
+                -- Without on_eof, end our side too once the output is sent.
+                if not conn.closed and not tcp_call(conn, "on_eof") then conn:shutdown() end
+            end
+        end
+    elseif t == EV_TCP_OPEN then
+        local handlers = self._tcpl[ev.listener]
+        if handlers then
+            local conn = new_tcp(self, ev.conn, handlers)
+            conn.peer = ffi.string(self._arena + ev.peer_off, ev.peer_len)
+            conn.port = ev.peer_port
+            conn.listener = ev.listener
+            conn.tls = bit.band(ev.flags, EVF_TLS) ~= 0
+            tcp_call(conn, "on_open")
+        elseif self._h ~= nil then
+            C.nsv_abort(self._h, ev.conn) -- a listener this state did not open
+        end
+    elseif t == EV_TCP_CONNECTED then
+        local conn = self._tcp[conn_key(ev.conn)]
+        if conn and conn.id == ev.conn then
+            conn.connected = true
+            tcp_call(conn, "on_connect")
+        end
+    elseif t == EV_TIMER then
+        local tm = self._ctimers[tonumber(ev.conn)]
+        if tm then
+            if not tm.repeating then
+                tm.active = false
+                self._ctimers[tm.id] = nil
+            end
+            local ok, err = xpcall(tm._fn, traceback, tm)
+            if not ok then log_handler_error("timer", err) end
+        end
+    elseif t == EV_WAKEUP then
+        local data = ffi.string(self._arena + ev.body_off, ev.body_len)
+        local conn = self._tcp[conn_key(ev.conn)]
+        if not (conn and conn.id == ev.conn and tcp_call(conn, "on_wakeup", data)) then
+            local f = self._on.wakeup
+            if f then
+                local ok, err = xpcall(f, traceback, ev.conn, data)
+                if not ok then log_handler_error("wakeup", err) end
+            end
+        end
     elseif t == EV_BODY then
         local key = conn_key(ev.conn)
         local b = self._bodies[key]
@@ -1485,9 +1724,16 @@ local function dispatch(self, i)
     elseif t == EV_WS_CLOSE then
         ws_closed(self, conn_key(ev.conn), ev.code, ffi.string(self._arena + ev.body_off, ev.body_len))
     elseif t == EV_WRITABLE then
-        local res = self._streams[conn_key(ev.conn)]
-        if res and res._c == ev.conn then
-            res_writable(res, ev.code ~= 0)
+        local key = conn_key(ev.conn)
+        local conn = self._tcp[key]
+        if conn and conn.id == ev.conn then
+            conn.writable = ev.code ~= 0
+            tcp_call(conn, "on_writable", conn.writable)
+        else
+            local res = self._streams[key]
+            if res and res._c == ev.conn then
+                res_writable(res, ev.code ~= 0)
+            end
         end
     elseif t == EV_HANGUP then
         -- The client ended its side while its request is with us.
@@ -1497,6 +1743,12 @@ local function dispatch(self, i)
     elseif t == EV_CLOSE then
         -- Gone without a WS_CLOSE event: 1006 (no close frame, RFC 6455).
         local key = conn_key(ev.conn)
+        local conn = self._tcp[key]
+        if conn and conn.id == ev.conn then
+            self._tcp[key] = nil
+            conn.closed = true
+            tcp_call(conn, "on_close")
+        end
         ws_closed(self, key, 1006, "")
         local b = self._bodies[key]
         if b and b.c == ev.conn then body_failed(self, key, ECLOSED, "the connection closed") end
@@ -1527,6 +1779,11 @@ local function dispatch(self, i)
         local key = conn_key(ev.conn)
         local b = self._bodies[key]
         local taken = b and b.c == ev.conn and body_failed(self, key, ev.code, msg)
+        local conn = self._tcp[key]
+        if conn and conn.id == ev.conn then
+            conn.error = msg
+            taken = tcp_call(conn, "on_error", msg, ev.code) or taken
+        end
         if f then
             local ok, err = xpcall(f, traceback, ev.code, msg, ev.conn)
             if not ok then log_handler_error("error", err) end
@@ -1590,8 +1847,54 @@ function Server:drain(timeout_ms)
     if not self._polling then self:run() end
 end
 
--- Wake a blocked poll (e.g. from a coroutine scheduler).
-function Server:wakeup() if self._h ~= nil then C.nsv_wakeup(self._h) end end
+-- Wake a blocked poll (e.g. from a coroutine scheduler). With a
+-- connection (object or id): deliver a WAKEUP event for it carrying data
+-- (at most 64 KiB) to its on_wakeup handler, or to srv:on("wakeup", ...).
+-- Returns true, or false when the connection is not open.
+function Server:wakeup(conn, data)
+    if conn == nil then
+        if self._h ~= nil then C.nsv_wakeup(self._h) end
+        return true
+    end
+    local id = type(conn) == "table" and (conn.id or conn._c) or conn
+    if type(id) ~= "cdata" and type(id) ~= "number" then argerr(1, "wakeup", "connection expected") end
+    data = body_arg(data, 2, "wakeup")
+    local r = C.nsv_wakeup_conn(srv_handle(self), id, data, #data)
+    if r == ESTALE then return false end
+    check(r, "wakeup_conn", self)
+    return true
+end
+
+-- Host timers (nsv_timer_add): fn(timer) runs from the poll loop after ms
+-- milliseconds (srv:timer), or every ms milliseconds (srv:every) until
+-- timer:cancel(). The returned object has id and cancel().
+local Timer = {}
+Timer.__index = Timer
+local function add_timer(self, fname, ms, fn, repeat_ms)
+    if type(ms) ~= "number" or ms < 0 then argerr(1, fname, "milliseconds >= 0 expected") end
+    if type(fn) ~= "function" then argerr(2, fname, "function expected") end
+    local h = srv_handle(self)
+    local id = C.nsv_timer_add(h, ms, repeat_ms, 0)
+    if id < 0 then check(tonumber(id), fname, self) end
+    local t = setmetatable({ id = tonumber(id), _s = self, _fn = fn, repeating = repeat_ms > 0, active = true }, Timer)
+    self._ctimers[t.id] = t
+    return t
+end
+function Server:timer(ms, fn) return add_timer(self, "timer", ms, fn, 0) end
+function Server:every(ms, fn)
+    if type(ms) == "number" and ms <= 0 then argerr(1, "every", "milliseconds > 0 expected") end
+    return add_timer(self, "every", ms, fn, ms)
+end
+-- Returns true, or false when the timer had already fired (one-shot) or
+-- was cancelled.
+function Timer:cancel()
+    if not self.active then return false end
+    self.active = false
+    local s = self._s
+    s._ctimers[self.id] = nil
+    if s._h == nil then return false end
+    return C.nsv_timer_cancel(s._h, self.id) == 0
+end
 
 -- File descriptor readable when poll() has work (for external loops).
 function Server:fd() local h = srv_handle(self); return check(C.nsv_fd(h), "fd", self) end

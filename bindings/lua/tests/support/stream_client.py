@@ -2,7 +2,7 @@
 """Real clients for the Lua raw TCP and TLS tests (stdlib only).
 
   stream_client.py echo PORT SIZE [CAFILE]
-      Sends SIZE random bytes (from a writer thread), half-closes (plain
+      Sends SIZE random bytes while reading the echo, half-closes (plain
       TCP: shutdown(SHUT_WR); TLS: reads SIZE bytes first, as TLS has no
       half-close of its own), reads until the server closes; prints
       "ok SIZE" when every byte came back in order, else what went wrong.
@@ -16,7 +16,8 @@ import socket
 import ssl
 import struct
 import sys
-import threading
+import time
+import select
 
 
 def connect(port, cafile, timeout=60):
@@ -28,33 +29,39 @@ def connect(port, cafile, timeout=60):
 
 
 def echo(port, size, cafile):
+    """One thread, non-blocking: an SSL socket must not be read and written
+    from two threads at once."""
     data = os.urandom(size)
     s = connect(port, cafile)
-    err = []
-
-    def writer():
-        try:
-            s.sendall(data)
-            if not cafile:
-                s.shutdown(socket.SHUT_WR)
-        except OSError as e:
-            err.append(repr(e))
-
-    t = threading.Thread(target=writer)
-    t.start()
+    s.setblocking(False)
     got = bytearray()
-    while len(got) < size or not cafile:
-        d = s.recv(1 << 16)
-        if not d:
-            break
-        got += d
-    t.join(60)
+    off, ended = 0, False
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        want_w = off < size
+        r, w, _ = select.select([s], [s] if want_w else [], [], 1.0)
+        if w or (want_w and cafile):
+            try:
+                off += s.send(data[off:off + (1 << 16)])
+            except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError):
+                pass
+        if off >= size and not cafile and not ended:
+            s.shutdown(socket.SHUT_WR)
+            ended = True
+        if r or (cafile and s.pending()):
+            try:
+                d = s.recv(1 << 16)
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                continue
+            if not d:
+                break
+            got += d
+            if cafile and len(got) >= size:
+                break
     s.close()
-    if err:
-        return "writer failed: " + err[0]
     if bytes(got) != data:
         same = next((i for i in range(min(len(got), size)) if got[i] != data[i]), min(len(got), size))
-        return "got %d bytes of %d, first difference at %d" % (len(got), size, same)
+        return "got %d bytes of %d (sent %d), first difference at %d" % (len(got), size, off, same)
     return "ok %d" % size
 
 

@@ -1541,7 +1541,7 @@ local function dispatch_co(self, i, ev)
         self._bodies[conn_key(ev.conn)] = b
     end
     local req = keep_req(self, i, b)
-    local res = setmetatable({ _c = ev.conn, _s = self, _st = PENDING, _req = req, _body = b or nil,
+    local res = setmetatable({ _c = ev.conn, _s = self, _st = PENDING, _req = req, closed = false, _body = b or nil,
                                disconnected = bit.band(ev.flags, EVF_EOF) ~= 0 }, Res)
     local route = ev.route
     local hnd = route > 0 and self._handlers[route] or self._fallback

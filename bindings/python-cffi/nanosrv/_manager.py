@@ -91,6 +91,7 @@ class Manager:
         self.body_buffer = 1 << 20
         self._later = []            # streamed requests waiting for the end of their batch
         self._stream_all = False    # the stream_body option is on: every handler may stream
+        self._raw = None            # raw TCP, timers and wakeups (nanosrv.tcp)
 
     def _set_arena(self, cap):
         self._arena = ffi.new("char[]", cap)
@@ -275,8 +276,49 @@ class Manager:
         self._running = False
         lib.nsv_stop(self._srv)
 
-    def wakeup(self):
-        lib.nsv_wakeup(self._live())
+    def wakeup(self, conn_id=None, data=b""):
+        """Without arguments: make a blocked poll return (nsv_wakeup). With
+        a connection (id or object): deliver `data` to its handler as a
+        wakeup event, from any thread (nanosrv.timers); False if it closed."""
+        if conn_id is None:
+            lib.nsv_wakeup(self._live())
+            return True
+        from .timers import wakeup_conn
+        return wakeup_conn(self, conn_id, data)
+
+    # ---- raw TCP, TLS, timers (nanosrv.tcp, nanosrv.tls, nanosrv.timers) ----
+
+    def tcp_listen(self, url, handler):
+        """A tcp:// or tls:// listener; handler as in nanosrv.tcp."""
+        from .tcp import listen
+        return listen(self, url, handler)
+
+    def connect(self, url, handler):
+        """Outbound tcp:// or tls:// connection (a nanosrv.tcp.TcpConnection)."""
+        from .tcp import connect
+        return connect(self, url, handler)
+
+    def set_tls(self, **kw):
+        """TLS settings by name: cert, key, ca, password, verify_client,
+        client_ca, verify_server (see nanosrv.tls)."""
+        from .tls import configure
+        configure(self, **kw)
+
+    def call_later(self, delay, fn, *args):
+        """Call fn(*args) once after `delay` seconds (a nanosrv.timers.Timer)."""
+        from .timers import add
+        return add(self, round(delay * 1000), fn, args)
+
+    def timer(self, ms, fn, repeat_ms=0):
+        """Call fn() after ms milliseconds, then every repeat_ms if > 0."""
+        from .timers import add
+        return add(self, ms, fn, (), repeat_ms)
+
+    def on_wakeup(self, fn):
+        """fn(conn_id, data) for wakeups of connections that are not raw TCP."""
+        from .tcp import state
+        state(self).on_wakeup = fn
+        return fn
 
     def drain_start(self, timeout_ms=5000):
         """Stop accepting, finish in-flight requests; poll() returns -1 when done."""
@@ -418,6 +460,8 @@ class Manager:
     def _other(self, e, arena):
         t = e[TYPE]
         cid = e[CONN]
+        if self._raw is not None and self._raw.handle(t, cid, e, arena):
+            return
         c = self._conns.get(cid)
         if t == _EV_BODY:  # a piece of a streamed request body
             if c is not None and c._body is not None:

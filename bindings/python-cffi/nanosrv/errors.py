@@ -28,6 +28,11 @@ class NotSupportedError(Error):
     """The loaded libnanosrv does not provide this feature."""
 
 
+class TlsError(Error):
+    """TLS setup or a TLS connection failed (NSV_ETLS); the message names
+    the cause: a missing file, bad PEM, a wrong key password, ..."""
+
+
 class BodyError(Error):
     """A streamed request body cannot complete: `code` NSV_ETOOBIG (over
     max_body; the library answered 413), NSV_ETIMEDOUT (the request
@@ -51,7 +56,7 @@ class HTTPError(Exception):
             self.status = status
 
 
-_BY_CODE = {ESTALE: StaleError, ESTATE: StateError, ENOTSUP: NotSupportedError}
+_BY_CODE = {ESTALE: StaleError, ESTATE: StateError, ENOTSUP: NotSupportedError, lib.NSV_ETLS: TlsError}
 
 
 def error(code, detail=""):

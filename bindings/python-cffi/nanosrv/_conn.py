@@ -9,6 +9,7 @@ import logging
 
 from ._ffi import lib
 from .errors import ESTALE, check, error, require
+from .headers import header_bytes
 
 log = logging.getLogger("nanosrv")
 _reply = lib.nsv_reply
@@ -63,27 +64,33 @@ class Connection:
     # ---- HTTP ----
 
     def http_reply(self, status, headers="", body=b""):
-        """Send a complete response. headers: "Name: value\\r\\n" lines."""
-        if self._closed:
-            raise error(ESTALE, "connection %#x has closed" % self.id)
+        """Send a complete response. headers: "Name: value\\r\\n" lines, a
+        dict or (name, value) pairs (checked: ValueError). Returns True, or
+        False when the client has left (a late reply is not an error)."""
         if type(headers) is not bytes:
-            headers = to_bytes(headers, "headers")
+            headers = header_bytes(headers)
         if type(body) is not bytes:
             body = to_bytes(body)
+        if self._closed:
+            return False
         if self._hdrs:
             headers = self._take_headers() + headers
         r = _reply(self._s, self.id, status, headers, len(headers), body, len(body))
         if r:
+            if r == ESTALE:
+                self._closed = True
+                return False
             check(r, self._s)
         self._pending = False
         if self._m._kick is not None:
             self._after_send()
+        return True
 
     reply = http_reply
 
     def reply_start(self, status, headers=""):
         """Start a chunked response; continue with send_chunk, finish with reply_end."""
-        headers = self._take_headers() + to_bytes(headers, "headers")
+        headers = self._take_headers() + header_bytes(headers)
         check(lib.nsv_reply_start(self._ptr(), self.id, status, headers, len(headers)), self._s)
         self._pending = False
         self._streaming = True
@@ -112,7 +119,7 @@ class Connection:
         """Answer the pending request with a server-sent event stream
         (nsv_sse_start); returns a nanosrv.sse.EventStream."""
         from .sse import EventStream
-        headers = self._take_headers() + to_bytes(headers, "headers")
+        headers = self._take_headers() + header_bytes(headers)
         check(lib.nsv_sse_start(self._ptr(), self.id, headers, len(headers)), self._s)
         self._pending = False
         self._streaming = True
@@ -129,7 +136,7 @@ class Connection:
         from .static import reply_file
         hdrs = self._take_headers()
         try:
-            sent = reply_file(self, msg, path, root, status, hdrs + to_bytes(headers, "headers"), flags)
+            sent = reply_file(self, msg, path, root, status, hdrs + header_bytes(headers), flags)
         except BaseException:
             self._hdrs = hdrs + self._hdrs
             raise
@@ -138,9 +145,24 @@ class Connection:
         return sent
 
     def send_chunk(self, data):
+        """One chunk of a streamed reply; False (nothing sent) when the
+        client has left."""
         data = to_bytes(data, "data")
-        check(lib.nsv_send_chunk(self._ptr(), self.id, data, len(data)), self._s)
+        if self._closed:
+            return False
+        if self._late(lib.nsv_send_chunk(self._s, self.id, data, len(data))):
+            return False
         self._after_send()
+        return True
+
+    def _late(self, r):
+        """True when r says the connection is gone (a late call: no error)."""
+        if r == ESTALE:
+            self._closed = True
+            return True
+        if r < 0:
+            check(r, self._s)
+        return False
 
     @property
     def writable(self):
@@ -212,7 +234,7 @@ class Connection:
         this connection then go to `handler(conn, event, data)` (default:
         the listener's WebSocket handler)."""
         fn = require("nsv_ws_upgrade", "ws_upgrade")
-        headers = to_bytes(headers, "headers")
+        headers = header_bytes(headers)
         check(fn(self._ptr(), self.id, headers, len(headers)), self._s)
         self._pending = False
         if handler is not None:
@@ -224,16 +246,20 @@ class Connection:
     def ws_send(self, data, opcode=_TEXT):
         fn = require("nsv_ws_send", "ws_send")
         data = to_bytes(data, "data")
-        check(fn(self._ptr(), self.id, opcode, data, len(data)), self._s)
+        if self._closed:
+            return False
+        if self._late(fn(self._s, self.id, opcode, data, len(data))):
+            return False
         self._after_send()
+        return True
 
     def ws_send_text(self, text):
         if not isinstance(text, str):
             raise TypeError("ws_send_text needs str, not %s" % type(text).__name__)
-        self.ws_send(text, _TEXT)
+        return self.ws_send(text, _TEXT)
 
     def ws_send_binary(self, data):
-        self.ws_send(data, _BINARY)
+        return self.ws_send(data, _BINARY)
 
     def ws_close(self, code=1000, reason=""):
         fn = require("nsv_ws_close", "ws_close")
@@ -248,6 +274,8 @@ class Connection:
         chunk during a streamed response."""
         if self._ws is not None:
             return self.ws_send(data, _BINARY)
+        if self._closed:
+            return False
         if self._streaming:
             return self.send_chunk(data)
         raise error(lib.NSV_ENOTSUP, "send_bytes needs a WebSocket or a started chunked response")
@@ -255,9 +283,11 @@ class Connection:
     def close(self):
         """Close after the queued output is sent."""
         if self._closed:
-            return
-        check(lib.nsv_close(self._ptr(), self.id), self._s)
+            return False
+        if self._late(lib.nsv_close(self._s, self.id)):
+            return False
         self._after_send()
+        return True
 
     # ---- state ----
 

@@ -158,7 +158,8 @@ def certs():
     make("srv", "ca", "/CN=localhost", "DNS:localhost,IP:127.0.0.1")
     make("alice", "ca", "/CN=alice/O=Example")
     make("mallory", "other", "/CN=mallory")
-    sh("openssl", "pkey", "-in", "srv.key", "-aes256", "-passout", "pass:s3cret", "-out", "srv_enc.key")
+    # Traditional PEM encryption (DEK-Info), which every mbedTLS build reads.
+    sh("openssl", "ec", "-in", "srv.key", "-aes128", "-passout", "pass:s3cret", "-out", "srv_enc.key")
     CERTS = {n: os.path.join(d, n) for n in os.listdir(d)}
     return CERTS
 

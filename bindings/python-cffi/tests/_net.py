@@ -1,4 +1,5 @@
 """Helpers of the raw TCP / TLS suites: example processes, ports, certificates."""
+import asyncio
 import os
 import signal
 import socket
@@ -95,9 +96,9 @@ def example(name, subs, stdin=None):
 
 def echo_roundtrip(port, data, half_close=True, ctx=None, timeout=60):
     """Send data (then shut the write side), read until EOF or len(data)."""
-    s = socket.create_connection(("127.0.0.1", port), 10)
     if ctx is not None:
-        s = ctx.wrap_socket(s, server_hostname="localhost")
+        return asyncio.run(asyncio.wait_for(_tls_roundtrip(port, data, ctx), timeout))
+    s = socket.create_connection(("127.0.0.1", port), 10)
     s.settimeout(timeout)
     err = []
 
@@ -105,10 +106,7 @@ def echo_roundtrip(port, data, half_close=True, ctx=None, timeout=60):
         try:
             s.sendall(data)
             if half_close:
-                if ctx is not None:
-                    s.unwrap().shutdown(socket.SHUT_WR) if False else s.shutdown(socket.SHUT_WR)
-                else:
-                    s.shutdown(socket.SHUT_WR)
+                s.shutdown(socket.SHUT_WR)
         except OSError as e:
             err.append(e)
     t = threading.Thread(target=w, daemon=True)
@@ -124,6 +122,21 @@ def echo_roundtrip(port, data, half_close=True, ctx=None, timeout=60):
     if err:
         raise err[0]
     return bytes(got)
+
+
+async def _tls_roundtrip(port, data, ctx):
+    # An SSLSocket must not be read and written from two threads at once:
+    # asyncio's TLS streams do both directions in one.
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="localhost")
+
+    async def send():
+        writer.write(data)
+        await writer.drain()
+    task = asyncio.ensure_future(send())
+    got = await reader.readexactly(len(data)) if data else b""
+    await task
+    writer.close()
+    return got
 
 
 CERTS = None

@@ -339,6 +339,8 @@ class Manager:
         for c in self._conns.values():
             c._closed = True
         self._conns.clear()
+        if self._raw is not None:
+            self._raw.close()
         if self._aio is not None:
             from . import aio
             aio.detach(self)

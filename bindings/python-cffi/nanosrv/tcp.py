@@ -37,7 +37,7 @@ import logging
 import threading
 
 from ._ffi import lib
-from ._message import BODY, BODY_LEN, CODE, CONN, FLAGS, LISTENER, PEER, PEER_LEN, PEER_PORT, TAG, EVF_EOF, EVF_TLS
+from ._message import BODY, BODY_LEN, CODE, FLAGS, LISTENER, PEER, PEER_LEN, PEER_PORT, EVF_EOF, EVF_TLS
 from .errors import check, error
 
 log = logging.getLogger("nanosrv")
@@ -293,6 +293,17 @@ class Raw:
         self.on_wakeup = None   # fn(conn_id, data) for connections that are not raw
         self.lock = threading.Lock()  # a connect from another thread registers under it
         self.connecting = 0
+
+    def close(self):
+        """The server is being freed: every connection and timer is gone
+        (calls on them are late calls, never touching the freed server)."""
+        for c in self.conns.values():
+            c.closed = True
+            c._pending, c._pending_len = None, 0
+        self.conns.clear()
+        for t in self.timers.values():
+            t._done = True
+        self.timers.clear()
 
     def handle(self, t, cid, e, arena):
         conns = self.conns

@@ -12,8 +12,8 @@ connection's other events; NSV_ESTALE when the connection has closed.
 """
 import logging
 
-from ._ffi import lib
-from .errors import check, error, require
+from ._ffi import ffi, lib
+from .errors import check, require
 
 log = logging.getLogger("nanosrv")
 
@@ -39,6 +39,8 @@ class Timer:
         if raw is not None:
             raw.timers.pop(self.id, None)
         srv = self._m._srv
+        if srv == ffi.NULL:
+            return False
         return lib.nsv_timer_cancel(srv, self.id) == 0
 
     def cancelled(self):
@@ -89,4 +91,4 @@ def wakeup_conn(manager, conn_id, data=b""):
     return True
 
 
-__all__ = ["Timer", "add", "wakeup_conn", "error"]
+__all__ = ["Timer", "add", "wakeup_conn"]

@@ -121,6 +121,7 @@ class Aionet(unittest.TestCase):
 
     def test_create_connection_and_refused(self):
         got = []
+        state = {}
 
         class Client(asyncio.Protocol):
             def connection_made(self, transport):
@@ -132,7 +133,7 @@ class Aionet(unittest.TestCase):
 
             def connection_lost(self, exc):
                 got.append(("lost", exc))
-                done.set_result(None)
+                state["done"].set_result(None)
 
         async def handle(reader, writer):
             data = await reader.read()
@@ -141,14 +142,12 @@ class Aionet(unittest.TestCase):
             writer.close()
 
         async def main():
-            global done
             stdlib = await asyncio.start_server(handle, "127.0.0.1", 0)
             port = stdlib.sockets[0].getsockname()[1]
-            loop = asyncio.get_running_loop()
-            globals()["done"] = loop.create_future()
+            state["done"] = asyncio.get_running_loop().create_future()
             t, p = await aionet.create_connection(Client, "127.0.0.1", port)
             self.assertIsInstance(p, Client)
-            await asyncio.wait_for(done, 20)
+            await asyncio.wait_for(state["done"], 20)
             stdlib.close()
             await stdlib.wait_closed()
             with self.assertRaises(ConnectionError):

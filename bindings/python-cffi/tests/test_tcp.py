@@ -110,6 +110,19 @@ class Lifecycle(unittest.TestCase):
         with self.assertRaises(ValueError):
             c.set_water_marks(5, 10)
 
+    def test_calls_after_the_server_is_freed(self):
+        conns = []
+        lst = self.m.tcp_listen("tcp://127.0.0.1:0", type("H", (nanosrv.TcpHandler,), {
+            "on_open": lambda self, conn: conns.append(conn)}))
+        s = socket.create_connection(("127.0.0.1", lst.port), 10)
+        self.assertTrue(self.loop.until(lambda: conns))
+        self.m.close()
+        # The server is gone: the connection is closed, its calls are late calls.
+        self.assertTrue(conns[0].closed)
+        self.assertIs(conns[0].write(b"x"), False)
+        self.assertIs(conns[0].close(), False)
+        s.close()
+
     def test_abort_resets_and_shutdown_half_closes(self):
         conns = []
 

@@ -10,7 +10,6 @@ import os
 import ssl
 import subprocess
 import sys
-import threading
 import unittest
 
 import _tap

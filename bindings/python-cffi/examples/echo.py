@@ -4,7 +4,12 @@
     echo.py --port N [--threads N] [--busy-us N] [--routes N]
             [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]
             [--max-body N] [--max-header-bytes N]
+            [--cert FILE --key FILE [--ca FILE | --ca-optional FILE]]
 
+With --cert and --key it serves https and wss instead of http and ws; --ca
+asks for client certificates signed by that CA (--ca-optional lets clients
+without one in), and the JSON description of a request over TLS carries
+"sni" and the verified client "subject".
 Prints "listening on PORT" once ready. POST|PUT /echo answers the body byte
 for byte; /ws echoes WebSocket messages (when the library has WebSocket);
 POST /upload parses a multipart/form-data body while it streams in and
@@ -28,7 +33,9 @@ OPTIONS = {"--request-timeout-ms": "request_timeout_ms", "--idle-timeout-ms": "i
            "--max-conns": "max_conns", "--max-body": "max_body", "--max-header-bytes": "max_header_bytes"}
 USAGE = ("usage: echo.py --port N [--threads N] [--busy-us N] [--routes N]\n"
          "       [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]\n"
-         "       [--max-body N] [--max-header-bytes N]\n")
+         "       [--max-body N] [--max-header-bytes N]\n"
+         "       [--cert FILE --key FILE [--ca FILE | --ca-optional FILE]]\n")
+TLS_FLAGS = ("--cert", "--key", "--ca", "--ca-optional")
 
 JSON_HDR = b"Content-Type: application/json\r\n"
 OCTET_HDR = b"Content-Type: application/octet-stream\r\n"
@@ -111,19 +118,26 @@ def spin(us):
 
 
 def parse_args(argv):
-    cfg = {"port": 8080, "threads": 0, "busy_us": 0, "routes": 0, "options": {}}
+    cfg = {"port": 8080, "threads": 0, "busy_us": 0, "routes": 0, "options": {}, "tls": {}}
     i = 0
     while i < len(argv):
         flag = argv[i]
         val = argv[i + 1] if i + 1 < len(argv) else None
-        if val is None or (flag not in OPTIONS and flag not in ("--port", "--threads", "--busy-us", "--routes")):
+        if val is None or (flag not in OPTIONS and flag not in TLS_FLAGS
+                           and flag not in ("--port", "--threads", "--busy-us", "--routes")):
             sys.stderr.write(USAGE)
             sys.exit(2)
-        if flag in OPTIONS:
+        if flag in TLS_FLAGS:
+            cfg["tls"][flag] = val
+        elif flag in OPTIONS:
             cfg["options"][OPTIONS[flag]] = int(val)
         else:
             cfg[flag[2:].replace("-", "_")] = int(val)
         i += 2
+    tls = cfg["tls"]
+    if tls and ("--cert" not in tls or "--key" not in tls or ("--ca" in tls and "--ca-optional" in tls)):
+        sys.stderr.write(USAGE)
+        sys.exit(2)
     return cfg
 
 
@@ -146,9 +160,13 @@ def main():
     def describe(conn, msg):
         if busy:
             spin(busy)
-        conn.http_reply(200, JSON_HDR, b'{"method":%s,"path":%s,"query":%s,"body_len":%d}' % (
+        tls = msg.tls
+        extra = b"" if tls is None else b',"sni":%s,"subject":%s' % (
+            json_bytes(tls.sni.encode("utf-8", "surrogateescape")),
+            json_bytes(tls.peer_subject.encode("utf-8", "surrogateescape")))
+        conn.http_reply(200, JSON_HDR, b'{"method":%s,"path":%s,"query":%s,"body_len":%d%s}' % (
             json_bytes(msg.raw_method), json_bytes(msg.raw_path[:8192]),
-            json_bytes(msg.raw_query[:8192]), msg.body_len))
+            json_bytes(msg.raw_query[:8192]), msg.body_len, extra))
 
     def ws_echo(conn, event, data):
         if event == nanosrv.Event.WsMessage:
@@ -162,7 +180,16 @@ def main():
         srv.route("GET", "/dummy/%d/:id" % i, describe)
     if nanosrv.websocket_available():
         srv.websocket("/ws", ws_echo)
-    url = "http://0.0.0.0:%d" % cfg["port"]
+    tls = cfg["tls"]
+    if tls:
+        ca = tls.get("--ca") or tls.get("--ca-optional")
+        try:
+            srv.set_tls(cert=tls["--cert"], key=tls["--key"], ca=ca,
+                        verify_client=None if ca is None else "required" if "--ca" in tls else "optional")
+        except nanosrv.Error as e:
+            sys.stderr.write("echo.py: TLS: %s\n" % e)
+            return 1
+    url = "%s://0.0.0.0:%d" % ("https" if tls else "http", cfg["port"])
     try:
         listener = srv.http_listen(url, describe)
     except nanosrv.Error as e:

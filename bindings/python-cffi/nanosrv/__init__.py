@@ -12,7 +12,10 @@ from ._ffi import LIBRARY_PATH, has
 from ._manager import ConnectionRef, Listener, Manager, Metrics, ShardedManager
 from ._message import Event, HttpMessage, TlsInfo, WsMessage, WsOpcode
 from .errors import (BodyError, Disconnected, Error, HTTPError, InvalidArgument, NotSupportedError, StaleError,
-                     StateError)
+                     StateError, TlsError)
+from . import aionet, tcp, timers, tls
+from .tcp import TcpConnection, TcpHandler
+from .timers import Timer
 from .forms import MultiDict, parse_cookies, parse_form, parse_query, set_cookie_header
 from .multipart import MultipartError, MultipartReader, UnsupportedMediaType, UploadFile, read_form, aread_form
 from .sse import EventStream
@@ -49,4 +52,5 @@ __all__ = ["Manager", "ShardedManager", "Connection", "HttpMessage", "TlsInfo", 
            "websocket_available", "sharded_available", "LIBRARY_PATH", "multipart", "sse", "BodyError",
            "Disconnected", "HTTPError", "MultiDict", "parse_cookies", "parse_form", "parse_query",
            "set_cookie_header", "MultipartError", "MultipartReader", "UnsupportedMediaType", "UploadFile",
-           "read_form", "aread_form", "EventStream", "mime_type", "BodyStream"]
+           "read_form", "aread_form", "EventStream", "mime_type", "BodyStream", "aionet", "tcp", "tls", "timers",
+           "TcpConnection", "TcpHandler", "Timer", "TlsError"]

@@ -11,6 +11,7 @@ import re
 
 from ._ffi import ffi, lib
 from .errors import ENOTSUP, ESTALE, check, error, require
+from .headers import header_bytes  # noqa: F401 (re-exported for _response and wsgi)
 
 log = logging.getLogger("nanosrv")
 _reply = lib.nsv_reply
@@ -93,13 +94,13 @@ class Connection:
     def http_reply(self, status, headers="", body=b""):
         """Send a complete response. headers: "Name: value\\r\\n" lines, or a
         dict / (name, value) pairs. True when sent, False when the client
-        had left (nothing to do)."""
-        if self._closed:
-            return False
+        had left (nothing to do); a bad header raises either way."""
         if type(headers) is not bytes:
             headers = header_bytes(headers)
         if type(body) is not bytes:
             body = to_bytes(body)
+        if self._closed:
+            return False
         if self._hdrs:
             headers = self._take_headers() + headers
         r = _reply(self._s, self.id, status, headers, len(headers), body, len(body))
@@ -118,10 +119,10 @@ class Connection:
     def reply_start(self, status=200, headers=""):
         """Start a streamed response (chunked unless headers give a
         Content-Length); continue with send_chunk, finish with reply_end.
-        False when the client had left."""
+        False when the client had left; a bad header raises either way."""
+        headers = header_bytes(headers)
         if self._closed:
             return False
-        headers = header_bytes(headers)
         h = self._take_headers()
         r = lib.nsv_reply_start(self._s, self.id, status, h + headers, len(h) + len(headers))
         if r < 0 and r != ESTALE:
@@ -476,32 +477,3 @@ class Connection:
 
 
 _NULL = ffi.NULL
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
-_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
-
-
-def header_bytes(headers):
-    """A "Name: value\\r\\n" block from str / bytes (checked by the library
-    when sent) or a dict / (name, value) pairs, checked here: names must be
-    HTTP tokens and values free of CR, LF, NUL and other control bytes
-    (HTAB allowed), else ValueError before anything is sent."""
-    t = type(headers)
-    if t is bytes:
-        return headers
-    if t is str or headers is None or isinstance(headers, (bytearray, memoryview)):
-        return to_bytes(headers, "headers")
-    items = headers.items() if isinstance(headers, dict) else headers
-    out = []
-    try:
-        pairs = [(k, v) for k, v in items]
-    except (TypeError, ValueError):
-        raise TypeError("headers must be str, bytes, a dict or (name, value) pairs") from None
-    for k, v in pairs:
-        k = k.decode("latin-1") if isinstance(k, bytes) else k
-        v = v.decode("latin-1") if isinstance(v, bytes) else str(v)
-        if not isinstance(k, str) or not _TOKEN.match(k):
-            raise ValueError("header name %r is not an HTTP token" % (k,))
-        if _BAD_VALUE.search(v):
-            raise ValueError("header %s: the value has a control character (CR, LF, NUL, ...): %r" % (k, v))
-        out.append("%s: %s\r\n" % (k, v))
-    return "".join(out).encode("utf-8")

@@ -155,6 +155,7 @@ class Manager:
         self._draining = False
         self._n_seen = self._n_closed = self._n_errors = 0
         self._tl = threading.local()  # per-thread buffers of poll_worker
+        self._raw = None            # raw TCP, timers and wakeups (nanosrv.tcp)
 
     def _set_arena(self, cap):
         self._arena = ffi.new("char[]", cap)
@@ -377,18 +378,49 @@ class Manager:
     def wakeup(self, conn_id=None, data=b""):
         """wakeup(): make a waiting poll() return now. wakeup(conn_id,
         data=b""): deliver Event.Wakeup with data (bytes) to that
-        connection's event handler (http_listen_event, or the WebSocket
-        handler), in order with its other events. Both are safe from any
-        thread. Returns False when the connection is not open."""
+        connection's event handler (http_listen_event, the WebSocket
+        handler, a raw TCP handler's on_wakeup, or on_wakeup(fn)), in order
+        with its other events; conn_id may be a connection object. Both are
+        safe from any thread. Returns False when the connection is not open."""
         if conn_id is None:
             lib.nsv_wakeup(self._live())
             return True
-        d = to_bytes(data, "data")
-        r = lib.nsv_wakeup_conn(self._live(), conn_id, d, len(d))
-        if r == _ESTALE:
-            return False
-        check(r, self._srv)
-        return True
+        from .timers import wakeup_conn
+        return wakeup_conn(self, conn_id, data)
+
+    # ---- raw TCP, TLS, timers (nanosrv.tcp, nanosrv.tls, nanosrv.timers) ----
+
+    def tcp_listen(self, url, handler):
+        """A tcp:// or tls:// listener; handler as in nanosrv.tcp."""
+        from .tcp import listen
+        return listen(self, url, handler)
+
+    def connect(self, url, handler):
+        """Outbound tcp:// or tls:// connection (a nanosrv.tcp.TcpConnection)."""
+        from .tcp import connect
+        return connect(self, url, handler)
+
+    def set_tls(self, **kw):
+        """TLS settings by name: cert, key, ca, password, verify_client,
+        client_ca, verify_server (see nanosrv.tls)."""
+        from .tls import configure
+        configure(self, **kw)
+
+    def call_later(self, delay, fn, *args):
+        """Call fn(*args) once after `delay` seconds (a nanosrv.timers.Timer)."""
+        from .timers import add
+        return add(self, round(delay * 1000), fn, args)
+
+    def timer(self, ms, fn, repeat_ms=0):
+        """Call fn() after ms milliseconds, then every repeat_ms if > 0."""
+        from .timers import add
+        return add(self, ms, fn, (), repeat_ms)
+
+    def on_wakeup(self, fn):
+        """fn(conn_id, data) for wakeups of connections that are not raw TCP."""
+        from .tcp import state
+        state(self).on_wakeup = fn
+        return fn
 
     def drain_start(self, timeout_ms=5000):
         """Stop accepting, finish in-flight requests; poll() returns -1 when done."""
@@ -416,6 +448,8 @@ class Manager:
         for c in self._conns.values():
             c._closed = True
         self._conns.clear()
+        if self._raw is not None:
+            self._raw.close()
         if self._aio is not None:
             from . import aio
             aio.detach(self)
@@ -543,6 +577,8 @@ class Manager:
     def _other(self, e, arena):
         t = e[TYPE]
         cid = e[CONN]
+        if self._raw is not None and self._raw.handle(t, cid, e, arena):
+            return
         c = self._conns.get(cid)
         if t == _EV_BODY:  # a piece of a streamed request body
             if c is not None and c._body is not None:

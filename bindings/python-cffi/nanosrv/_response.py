@@ -1,7 +1,7 @@
 """Turning a handler's return value into a reply."""
 import json as _json
 
-from ._conn import header_bytes
+from .headers import header_bytes
 
 _JSON = b"Content-Type: application/json\r\n"
 _TEXT = b"Content-Type: text/plain; charset=utf-8\r\n"
@@ -9,8 +9,9 @@ _OCTET = b"Content-Type: application/octet-stream\r\n"
 
 
 def header_block(headers):
-    """A "Name: value\\r\\n" block from str, bytes, a dict or (name, value) pairs."""
-    return header_bytes(headers)  # dicts and pairs checked: ValueError for a bad name or value
+    """A "Name: value\\r\\n" block from str, bytes, a dict or (name, value)
+    pairs; names and values are checked (nanosrv.headers): ValueError."""
+    return header_bytes(headers)
 
 
 def _body(value):

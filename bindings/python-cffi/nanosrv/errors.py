@@ -34,6 +34,11 @@ class InvalidArgument(Error, ValueError):
     ValueError as well, as Python code expects for a bad value."""
 
 
+class TlsError(Error):
+    """TLS setup or a TLS connection failed (NSV_ETLS); the message names
+    the cause: a missing file, bad PEM, a wrong key password, ..."""
+
+
 class BodyError(Error):
     """A streamed request body cannot complete: `code` NSV_ETOOBIG (over
     max_body; the library answered 413), NSV_ETIMEDOUT (the request
@@ -57,7 +62,8 @@ class HTTPError(Exception):
             self.status = status
 
 
-_BY_CODE = {ESTALE: StaleError, ESTATE: StateError, ENOTSUP: NotSupportedError, lib.NSV_EINVAL: InvalidArgument}
+_BY_CODE = {ESTALE: StaleError, ESTATE: StateError, ENOTSUP: NotSupportedError, lib.NSV_EINVAL: InvalidArgument,
+            lib.NSV_ETLS: TlsError}
 
 
 def error(code, detail=""):

@@ -220,6 +220,10 @@ class Http(unittest.TestCase):
         self.assertIs(kept[0].send_chunk("late"), False)
         self.assertIs(kept[0].send_bytes(b"late"), False)
         self.assertEqual(kept[0].ws_send_text("late"), 0)
+        self.assertIs(kept[0].close(), False)
+        # Misuse still raises, closed or not.
+        with self.assertRaises(ValueError):
+            kept[0].http_reply(200, {"X-A": "a\r\nSet-Cookie: pwned=1"}, "late")
 
     def test_message_outlives_batch(self):
         kept = []

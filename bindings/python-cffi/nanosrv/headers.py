@@ -1,0 +1,60 @@
+"""Response header blocks from the shapes Python code uses, checked.
+
+A header given as a name and a value (a dict, a list of pairs, WSGI's
+start_response list) becomes one "Name: value\\r\\n" line only if the name
+is an HTTP token and the value holds no CR, LF, NUL or other control byte
+(HTAB is allowed): otherwise a value such as "a\\r\\nSet-Cookie: x=1" would
+reach the client as a second header. ValueError is raised before anything
+is sent. A block given as str or bytes is the host's own wire text; the
+library checks its lines (nsv_reply refuses a malformed block).
+"""
+import re
+
+# RFC 9110 token characters.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
+# Any control byte but HTAB, and DEL.
+_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def check_header(name, value):
+    """(name, value) as str, or ValueError naming the header and the fault."""
+    if not isinstance(name, str):
+        if isinstance(name, (bytes, bytearray)):
+            name = bytes(name).decode("latin-1")
+        else:
+            raise TypeError("header name must be str, not %s" % type(name).__name__)
+    if isinstance(value, (bytes, bytearray)):
+        value = bytes(value).decode("latin-1")
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    elif not isinstance(value, str):
+        raise TypeError("header %r: value must be str, bytes or a number, not %s" % (name, type(value).__name__))
+    if not _TOKEN.match(name):
+        raise ValueError("header name %r is not an HTTP token" % (name,))
+    m = _BAD_VALUE.search(value)
+    if m is not None:
+        raise ValueError("header %s: value has control byte %r at offset %d (CR, LF, NUL and other "
+                         "control characters are refused)" % (name, m.group(), m.start()))
+    return name, value
+
+
+def header_bytes(headers):
+    """The wire block for str/bytes (as given), a dict, or (name, value) pairs."""
+    if headers is None:
+        return b""
+    t = type(headers)
+    if t is bytes:
+        return headers
+    if t is str:
+        return headers.encode("utf-8", "surrogateescape")
+    if isinstance(headers, (bytearray, memoryview)):
+        return bytes(headers)
+    items = headers.items() if hasattr(headers, "items") else headers
+    out = []
+    for pair in items:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError("headers must be str, bytes, a dict or (name, value) pairs, not a %s item"
+                            % type(pair).__name__)
+        name, value = check_header(pair[0], pair[1])
+        out.append("%s: %s\r\n" % (name, value))
+    return "".join(out).encode("latin-1", "surrogateescape") if out else b""

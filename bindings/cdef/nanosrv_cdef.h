@@ -100,7 +100,8 @@ enum nsv_option {
     NSV_OPT_TLS_HANDSHAKE_FAILURES = 21,
     NSV_OPT_STREAM_BODY = 22,
     NSV_OPT_GZIP_MIN_SIZE = 23,
-    NSV_OPT_GZIP_LEVEL = 24
+    NSV_OPT_GZIP_LEVEL = 24,
+    NSV_OPT_CONNECTIONS = 25
 };
 
 enum nsv_str_option {

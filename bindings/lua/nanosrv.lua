@@ -120,6 +120,8 @@ local EVF_KEEPALIVE, EVF_HEAD, EVF_HTTP10 = C.NSV_EVF_KEEPALIVE, C.NSV_EVF_HEAD,
 local EVF_CHUNKED, EVF_UPGRADE, EVF_TLS = C.NSV_EVF_CHUNKED, C.NSV_EVF_UPGRADE, C.NSV_EVF_TLS
 local EVF_EOF, EVF_STREAM_BODY, EV_BODY = C.NSV_EVF_EOF, C.NSV_EVF_STREAM_BODY, C.NSV_EV_BODY
 local ECLOSED, ESTALE, EAGAIN, EINVAL = C.NSV_ECLOSED, C.NSV_ESTALE, C.NSV_EAGAIN, C.NSV_EINVAL
+local EV_TCP_OPEN, EV_TCP_DATA, EV_TCP_CONNECTED = C.NSV_EV_TCP_OPEN, C.NSV_EV_TCP_DATA, C.NSV_EV_TCP_CONNECTED
+local EV_TIMER, EV_WAKEUP, ENOTSUP = C.NSV_EV_TIMER, C.NSV_EV_WAKEUP, C.NSV_ENOTSUP
 
 M.TEXT, M.BINARY, M.PING, M.PONG = C.NSV_WS_TEXT, C.NSV_WS_BINARY, C.NSV_WS_PING, C.NSV_WS_PONG
 -- Error codes by name without the prefix: M.errors.ESTALE == C.NSV_ESTALE.
@@ -377,6 +379,23 @@ function M.version() return ffi.string(C.nsv_version_string()), C.nsv_version(),
 -- Headers given as a Lua table become one "Name: value\r\n" block.
 ---------------------------------------------------------------------------
 
+-- Names must be HTTP tokens (RFC 9110) and values free of control
+-- characters other than HTAB: a CR or LF in a table entry would otherwise
+-- start a header (or a response) of the caller's data's choosing.
+local function header_line(name, v, n, fname)
+    if type(name) ~= "string" or name == "" or name:find("[^%w!#$%%&'*+%-.^_`|~]") then
+        local shown = tostring(name):gsub("[%c\127\\]", function(c) return string.format("\\%d", c:byte()) end)
+        argerr(n, fname, "header name must be an HTTP token, got '" .. shown .. "'")
+    end
+    local tv = type(v)
+    if tv == "number" or tv == "boolean" then v = tostring(v)
+    elseif tv ~= "string" then argerr(n, fname, "header '" .. name .. "' value must be a string") end
+    if v:find("[%z\1-\8\10-\31\127]") then
+        argerr(n, fname, "header '" .. name .. "' value contains CR, LF, NUL or another control character")
+    end
+    return name .. ": " .. v .. "\r\n"
+end
+
 local function header_block(h, n, fname)
     local t = type(h)
     if t == "string" then return h end
@@ -385,9 +404,9 @@ local function header_block(h, n, fname)
     local out = {}
     for k, v in pairs(h) do
         if type(v) == "table" then -- repeated header, e.g. Set-Cookie
-            for _, x in ipairs(v) do out[#out + 1] = k .. ": " .. tostring(x) .. "\r\n" end
+            for _, x in ipairs(v) do out[#out + 1] = header_line(k, x, n, fname) end
         else
-            out[#out + 1] = k .. ": " .. tostring(v) .. "\r\n"
+            out[#out + 1] = header_line(k, v, n, fname)
         end
     end
     return table.concat(out)
@@ -408,8 +427,10 @@ end
 
 ---------------------------------------------------------------------------
 -- Request: a view of one event record. It reads the arena lazily and is
--- valid until the next poll (the arena is reused then); one object per
--- batch slot is preallocated, so a request costs no allocation.
+-- valid until the next poll (the arena is reused then). Each request is its
+-- own small table, stamped with the poll generation that delivered it: a
+-- request kept past that poll raises instead of reading whatever event
+-- fills its slot of a later batch (another client's data).
 ---------------------------------------------------------------------------
 
 local Req, Params = {}, {}
@@ -467,7 +488,6 @@ req_fields.head = flag(EVF_HEAD)
 req_fields.http10 = flag(EVF_HTTP10)
 req_fields.chunked = flag(EVF_CHUNKED)
 req_fields.upgrade = flag(EVF_UPGRADE)
-req_fields.tls = flag(EVF_TLS)
 -- The client had ended its side before this request was delivered.
 req_fields.disconnected = flag(EVF_EOF)
 -- TLS block "sni\0peer_subject\0" (nil on a plain connection).
@@ -483,7 +503,20 @@ local function tls_part(n)
 end
 req_fields.sni = tls_part(1)
 req_fields.peer_subject = tls_part(2)
-req_fields.params = function(r) return r._p end
+-- TLS details: {sni =, subject =} on a TLS connection, false otherwise.
+req_fields.tls = function(r)
+    local ev = req_ev(r)
+    if bit.band(ev.flags, EVF_TLS) == 0 then return false end
+    return { sni = tls_part(1)(r), subject = tls_part(2)(r) }
+end
+req_fields.params = function(r)
+    local p = rawget(r, "_p")
+    if not p then
+        p = setmetatable({ _r = r }, Params)
+        rawset(r, "_p", p)
+    end
+    return p
+end
 
 function Req.header(r, name)
     if type(name) ~= "string" then argerr(1, "header", "string expected") end
@@ -561,9 +594,7 @@ Params.__index = function(p, name) return Req.param(p._r, name) end
 local function new_req(srv, i)
     -- _ev and _body are false (not nil) so that their lookups on the hot
     -- path hit the table and never reach the __index function.
-    local r = { _s = srv, _i = i, _g = -1, _ev = false, _body = false }
-    r._p = setmetatable({ _r = r }, Params)
-    return setmetatable(r, Req)
+    return setmetatable({ _s = srv, _i = i, _g = srv._gen, _ev = false, _body = false }, Req)
 end
 
 ---------------------------------------------------------------------------
@@ -723,6 +754,18 @@ local function body_cut(res, b)
     if co then b.waiter = nil; s._wake(s, co) end
 end
 
+-- A late reply (the client already left: the connection id is stale) is
+-- a no-op: the call returns false and res.closed is true. Misuse (a second
+-- reply, a bad status or header) still raises.
+local function gone(self, r)
+    if r ~= ESTALE and r ~= ECLOSED then return false end
+    self._closed, self.closed = true, true
+    self._st = DONE
+    if self._held then unhold(self) end
+    self._s._streams[conn_key(self._c)] = nil
+    return true
+end
+
 function Res:send(status, body, headers)
     status = status_arg(status, "send")
     body = body_arg(body, 2, "send")
@@ -730,11 +773,16 @@ function Res:send(status, body, headers)
     local x = self._cookies
     if x then hb = hb .. x end
     local h = srv_handle(self._s)
-    check(C.nsv_reply(h, self._c, status, hb, #hb, body, #body), "reply", self._s)
+    local r = C.nsv_reply(h, self._c, status, hb, #hb, body, #body)
+    if r < 0 then
+        if gone(self, r) then return false end
+        check(r, "reply", self._s)
+    end
     self._st = DONE
     if self._held then unhold(self) end
     local b = self._body
     if b then body_cut(self, b) end
+    return true
 end
 
 local function started(self)
@@ -749,8 +797,13 @@ function Res:start(status, headers)
     local x = self._cookies
     if x then hb = hb .. x end
     local h = srv_handle(self._s)
-    check(C.nsv_reply_start(h, self._c, status, hb, #hb), "reply_start", self._s)
+    local r = C.nsv_reply_start(h, self._c, status, hb, #hb)
+    if r < 0 then
+        if self._closed or gone(self, r) then return false end
+        check(r, "reply_start", self._s)
+    end
     started(self)
+    return true
 end
 
 -- Inside a coroutine handler, wait while the stream is past its high water
@@ -789,7 +842,12 @@ end
 -- In a coroutine handler, write waits while the client is behind.
 function Res:write(chunk)
     chunk = body_arg(chunk, 1, "write")
-    check(paced(self, C.nsv_send_chunk, chunk, #chunk), "send_chunk", self._s)
+    local r = paced(self, C.nsv_send_chunk, chunk, #chunk)
+    if r < 0 then
+        if self._closed or gone(self, r) then return false end
+        check(r, "send_chunk", self._s)
+    end
+    return true
 end
 
 -- Add a Set-Cookie line to the answer (see nanosrv.cookie for opts).
@@ -821,7 +879,10 @@ function Res:send_file(path, opts)
     local h = srv_handle(self._s)
     local r = C.nsv_reply_file(h, self._c, status, root, #root, path, #path, rh, #rh, hb, #hb, flags)
     if r == ENOTFOUND then return nil, "not found" end
-    check(r, "reply_file", self._s)
+    if r < 0 then
+        if gone(self, r) then return false end
+        check(r, "reply_file", self._s)
+    end
     self._st = DONE
     if self._held then unhold(self) end
     local b = self._body
@@ -842,8 +903,9 @@ function Res:sse(headers)
     local x = self._cookies
     if x then hb = hb .. x end
     local h = srv_handle(self._s)
-    check(C.nsv_sse_start(h, self._c, hb, #hb), "sse_start", self._s)
-    started(self)
+    local r = C.nsv_sse_start(h, self._c, hb, #hb)
+    if r < 0 and not gone(self, r) then check(r, "sse_start", self._s) end
+    if r >= 0 then started(self) end
     return setmetatable({ res = self }, SSE)
 end
 
@@ -917,14 +979,23 @@ function SSE:on_close(fn) return self.res:on_disconnect(fn) end
 
 function Res:finish()
     local h = srv_handle(self._s)
-    check(C.nsv_reply_end(h, self._c), "reply_end", self._s)
+    local r = C.nsv_reply_end(h, self._c)
+    if r < 0 then
+        if self._closed or gone(self, r) then return false end
+        check(r, "reply_end", self._s)
+    end
     self._st = DONE
     self._s._streams[conn_key(self._c)] = nil
+    return true
 end
 
 function Res:close()
     local h = srv_handle(self._s)
-    check(C.nsv_close(h, self._c), "close", self._s)
+    local r = C.nsv_close(h, self._c)
+    if r < 0 then
+        if gone(self, r) then return false end
+        check(r, "close", self._s)
+    end
     self._st = DONE
     self._s._streams[conn_key(self._c)] = nil
     if self._held then unhold(self) end
@@ -977,11 +1048,17 @@ local function need_ws()
     end
 end
 
+-- Returns true, or false once the socket is closed (a late send).
 function WS:send(data, opcode)
     need_ws()
     data = body_arg(data, 1, "send")
     local h = srv_handle(self._s)
-    check(C.nsv_ws_send(h, self._c, opcode or 1, data, #data), "ws_send", self._s)
+    local r = C.nsv_ws_send(h, self._c, opcode or 1, data, #data)
+    if r < 0 then
+        if r == ESTALE or r == ECLOSED then self.closed = true; return false end
+        check(r, "ws_send", self._s)
+    end
+    return true
 end
 
 function WS:close(code, reason)
@@ -996,13 +1073,6 @@ function WS:close(code, reason)
 end
 
 
----------------------------------------------------------------------------
--- Server
----------------------------------------------------------------------------
-
-local Server = {}
-Server.__index = Server
-
 -- An HttpError passes through as it is (it is an answer, not a bug).
 local function traceback(e)
     if getmetatable(e) == HttpError then return e end
@@ -1013,6 +1083,150 @@ local function log_handler_error(what, err)
     io.stderr:write("nanosrv: ", what, " handler failed: ", tostring(err), "\n")
     io.stderr:flush()
 end
+
+---------------------------------------------------------------------------
+-- Raw TCP connections (tcp:// and tls:// listeners, srv:connect). One
+-- object per connection, handed to the handlers:
+--   on_open(conn)            accepted (listeners)
+--   on_connect(conn)         outbound connection is up (srv:connect)
+--   on_data(conn, bytes)     bytes received, in order
+--   on_eof(conn)             the peer ended its side (half-close); without
+--                            this handler the connection shuts its side
+--                            too once its output is sent
+--   on_writable(conn, ok)    false: queued output crossed the high water
+--                            mark (slow down); true: it fell to the low one
+--   on_close(conn)           gone; conn.closed is true from then on
+--   on_error(conn, msg, code) failure (connect refused, TLS, output limit);
+--                            on_close follows
+--   on_wakeup(conn, data)    srv:wakeup(conn, data)
+---------------------------------------------------------------------------
+
+local TCP = {}
+TCP.__index = TCP
+local TCP_HANDLERS = { on_open = true, on_connect = true, on_data = true, on_eof = true, on_writable = true,
+                       on_close = true, on_error = true, on_wakeup = true }
+
+local function tcp_handlers(handlers, n, fname, missing)
+    if type(handlers) ~= "table" then argerr(n, fname, missing) end
+    for k, v in pairs(handlers) do
+        if not TCP_HANDLERS[k] then argerr(n, fname, "unknown handler '" .. tostring(k) .. "'") end
+        if type(v) ~= "function" then argerr(n, fname, k .. " must be a function") end
+    end
+end
+
+local function new_tcp(srv, id, handlers)
+    local conn = setmetatable({ id = id, _s = srv, _h = handlers, closed = false, writable = true,
+                                paused = false, eof = false, data = {} }, TCP)
+    srv._tcp[conn_key(id)] = conn
+    return conn
+end
+
+-- A handler that raises is logged and its connection reset: the stream
+-- it was handling is in an unknown state.
+local function tcp_call(conn, name, a, b)
+    local f = conn._h[name]
+    if not f then return false end
+    local ok, err = xpcall(f, traceback, conn, a, b)
+    if not ok then
+        log_handler_error("tcp " .. name, err)
+        local h = conn._s._h
+        if h ~= nil and not conn.closed and name ~= "on_close" then C.nsv_abort(h, conn.id) end
+    end
+    return true
+end
+
+-- r from a call on the connection: true; false when it is closed (a late
+-- call is a no-op); other failures raise with the library's detail.
+local function tcp_result(conn, r, what)
+    if r >= 0 then return true end
+    if r == ESTALE or r == ECLOSED then conn.closed = true; return false end
+    check(r, what, conn._s)
+end
+
+local function tcp_h(conn)
+    if conn.closed then return nil end
+    return conn._s._h
+end
+
+-- Queue bytes. Returns true (queued; conn.writable turns false past the
+-- high water mark and on_writable says when to go on), or false once the
+-- connection is closed. Past the server's max_output nothing is queued and
+-- it raises (a sender that ignores on_writable).
+function TCP:send(data)
+    data = body_arg(data, 1, "send")
+    local h = tcp_h(self)
+    if h == nil then return false end
+    return tcp_result(self, C.nsv_send(h, self.id, data, #data), "send")
+end
+
+-- Close once the queued output is sent.
+function TCP:close()
+    local h = tcp_h(self)
+    if h == nil then return false end
+    return tcp_result(self, C.nsv_close(h, self.id), "close")
+end
+
+-- Close now, dropping queued output (the peer sees a reset).
+function TCP:abort()
+    local h = tcp_h(self)
+    if h == nil then return false end
+    return tcp_result(self, C.nsv_abort(h, self.id), "abort")
+end
+
+-- Half-close: end our side once the queued output is sent; reading goes
+-- on until the peer ends its side too.
+function TCP:shutdown()
+    local h = tcp_h(self)
+    if h == nil then return false end
+    return tcp_result(self, C.nsv_shutdown(h, self.id), "shutdown")
+end
+
+-- Stop / resume reading (TCP then slows the peer).
+function TCP:pause()
+    local h = tcp_h(self)
+    if h == nil then return false end
+    local ok = tcp_result(self, C.nsv_pause_read(h, self.id, 1), "pause")
+    if ok then self.paused = true end
+    return ok
+end
+function TCP:resume()
+    local h = tcp_h(self)
+    if h == nil then return false end
+    local ok = tcp_result(self, C.nsv_pause_read(h, self.id, 0), "resume")
+    if ok then self.paused = false end
+    return ok
+end
+
+-- This connection's water marks for on_writable (0 <= low <= high).
+function TCP:set_water_marks(high, low)
+    if type(high) ~= "number" or type(low) ~= "number" then
+        argerr(1, "set_water_marks", "high and low byte counts expected")
+    end
+    local h = tcp_h(self)
+    if h == nil then return false end
+    return tcp_result(self, C.nsv_set_water_marks(h, self.id, high, low), "set_water_marks")
+end
+
+-- Bytes queued for output (0 once closed).
+function TCP:queued()
+    local h = tcp_h(self)
+    if h == nil then return 0 end
+    local r = C.nsv_conn_queued(h, self.id)
+    if r == ESTALE then self.closed = true; return 0 end
+    return tonumber(check(r, "conn_queued", self._s))
+end
+
+function TCP:wakeup(data) return self._s:wakeup(self, data) end
+
+TCP.__tostring = function(c) return "nanosrv.tcp(" .. tostring(c.id) .. ")" end
+
+---------------------------------------------------------------------------
+-- Server
+---------------------------------------------------------------------------
+
+local Server = {}
+Server.__index = Server
+
 
 local function res_disconnected(res)
     if res.disconnected then return end
@@ -1065,14 +1279,13 @@ function M.server(opts)
         _cap = cap, _arena = ffi.new("char[?]", cap),
         _gen = 0, _polling = false, _next_route = 1,
         _handlers = {}, _wsroutes = {}, _ws = {}, _on = {}, _streams = {},
-        _reqs = {}, _held = {}, listeners = {},
-        _coroute = {}, _bodies = {}, _cos = setmetatable({}, { __mode = "k" }), _timers = {},
+        _held = {}, listeners = {},
+        _coroute = {}, _bodies = {}, _tcp = {}, _tcpl = {}, _ctimers = {}, _cos = setmetatable({}, { __mode = "k" }), _timers = {},
         _body_buffer = opts.body_buffer or 1048576,
     }, Server)
     if type(self._body_buffer) ~= "number" or self._body_buffer < 1 then
         argerr(1, "server", "body_buffer must be a number >= 1")
     end
-    for i = 0, batch - 1 do self._reqs[i] = new_req(self, i) end
     -- Unmatched requests: 404 unless srv:fallback() says otherwise.
     self._fallback = function(_, res)
         res:send(404, '{"error":"not found"}', "Content-Type: application/json\r\n")
@@ -1090,8 +1303,24 @@ local function opt_id(name)
     return id
 end
 
+-- String options (enum nsv_str_option: TLS certificate, key, CA, password,
+-- gzip types) go through nsv_set_str; every other option is an integer.
+local STR_OPT = {}
+for _, v in pairs(M.enums.nsv_str_option or {}) do STR_OPT[v] = true end
+local VERIFY = { none = 0, optional = 1, required = 2 }
+
 function Server:set(name, value)
     local id = opt_id(name)
+    if STR_OPT[id] then
+        if value == nil or value == false then value = "" end
+        if type(value) ~= "string" then argerr(2, "set", "option '" .. name .. "' needs a string") end
+        local h = srv_handle(self)
+        check(C.nsv_set_str(h, id, value, #value), "set " .. name, self)
+        return self
+    end
+    if type(value) == "string" and id == C.NSV_OPT_TLS_VERIFY_CLIENT then
+        value = VERIFY[value:lower()] or argerr(2, "set", "tls_verify_client is \"none\", \"optional\" or \"required\"")
+    end
     if type(value) == "boolean" then value = value and 1 or 0 end
     if type(value) ~= "number" then argerr(2, "set", "option '" .. name .. "' needs a number") end
     local h = srv_handle(self)
@@ -1105,13 +1334,40 @@ function Server:get(name)
 end
 
 -- Returns the bound port (useful with port 0) and the listener id.
-function Server:listen(url)
+-- http://, ws://, https://, wss:// serve the routes; tcp:// and tls://
+-- need a table of raw TCP handlers (see TCP connections below).
+function Server:listen(url, handlers)
     str_arg(url, 1, "listen")
+    local raw = url:lower():match("^(%a+)://")
+    raw = raw == "tcp" or raw == "tls"
+    if raw then
+        tcp_handlers(handlers, 2, "listen", "a tcp:// or tls:// listener needs a table of handlers")
+    elseif handlers ~= nil then
+        argerr(2, "listen", "handlers are for tcp:// and tls:// listeners")
+    end
     local h = srv_handle(self)
     local lid = check(C.nsv_listen(h, url, #url), "listen " .. url, self)
     local port = check(C.nsv_listener_port(h, lid), "listener_port", self)
     self.listeners[#self.listeners + 1] = { id = lid, port = port, url = url }
+    if raw then self._tcpl[lid] = handlers end
     return port, lid
+end
+
+-- Outbound connection to "tcp://host:port" or "tls://host:port"; returns
+-- its connection object at once; handlers.on_connect(conn) once it is up,
+-- or on_error(conn, message, code) then on_close(conn). Data sent before
+-- is queued. TLS verifies the server's certificate and host name against
+-- tls_client_ca_file / tls_client_ca_pem (default: the system bundle)
+-- unless the server option tls_verify_server is false.
+function Server:connect(url, handlers)
+    str_arg(url, 1, "connect")
+    tcp_handlers(handlers, 2, "connect", "handlers table expected")
+    local h = srv_handle(self)
+    local id = C.nsv_connect(h, url, #url)
+    if id < 0 then check(tonumber(id), "connect " .. url, self) end
+    local conn = new_tcp(self, ffi.cast("uint64_t", id), handlers)
+    conn.url = url
+    return conn
 end
 
 local function add_route(self, method, pattern, flags, fname)
@@ -1192,9 +1448,12 @@ function Server:websocket(pattern, handlers)
     return id
 end
 
--- Server-level hooks: "close" f(conn), "error" f(code, message, conn).
+-- Server-level hooks: "close" f(conn), "error" f(code, message, conn),
+-- "wakeup" f(conn, data) for wakeups of connections without on_wakeup.
 function Server:on(event, fn)
-    if event ~= "close" and event ~= "error" then argerr(1, "on", "'close' or 'error' expected") end
+    if event ~= "close" and event ~= "error" and event ~= "wakeup" then
+        argerr(1, "on", "'close', 'error' or 'wakeup' expected")
+    end
     if fn ~= nil and type(fn) ~= "function" then argerr(2, "on", "function expected") end
     self._on[event] = fn
 end
@@ -1282,7 +1541,7 @@ local function dispatch_co(self, i, ev)
         self._bodies[conn_key(ev.conn)] = b
     end
     local req = keep_req(self, i, b)
-    local res = setmetatable({ _c = ev.conn, _s = self, _st = PENDING, _req = req, _body = b or nil,
+    local res = setmetatable({ _c = ev.conn, _s = self, _st = PENDING, _req = req, closed = false, _body = b or nil,
                                disconnected = bit.band(ev.flags, EVF_EOF) ~= 0 }, Res)
     local route = ev.route
     local hnd = route > 0 and self._handlers[route] or self._fallback
@@ -1370,8 +1629,7 @@ local function dispatch(self, i)
         if bit.band(ev.flags, EVF_STREAM_BODY) ~= 0 or (route > 0 and self._coroute[route]) then
             return dispatch_co(self, i, ev)
         end
-        local req = self._reqs[i]
-        req._g = self._gen
+        local req = new_req(self, i)
         local res = setmetatable({ _c = ev.conn, _s = self, _st = PENDING, _req = req,
                                    disconnected = bit.band(ev.flags, EVF_EOF) ~= 0 }, Res)
         -- Route ids are 1..n, so the lookup stays in the array part (the JIT
@@ -1382,6 +1640,55 @@ local function dispatch(self, i)
         if res._st == PENDING then -- answered later: a HANGUP must find it
             res._held = true
             self._held[conn_key(ev.conn)] = res
+        end
+    elseif t == EV_TCP_DATA then
+        local conn = self._tcp[conn_key(ev.conn)]
+        if conn and conn.id == ev.conn then
+            local n = ev.body_len
+            if n > 0 then tcp_call(conn, "on_data", ffi.string(self._arena + ev.body_off, n)) end
+            if bit.band(ev.flags, EVF_EOF) ~= 0 and not conn.eof then
+                conn.eof = true
+                -- Without on_eof, end our side too once the output is sent.
+                if not conn.closed and not tcp_call(conn, "on_eof") then conn:shutdown() end
+            end
+        end
+    elseif t == EV_TCP_OPEN then
+        local handlers = self._tcpl[ev.listener]
+        if handlers then
+            local conn = new_tcp(self, ev.conn, handlers)
+            conn.peer = ffi.string(self._arena + ev.peer_off, ev.peer_len)
+            conn.port = ev.peer_port
+            conn.listener = ev.listener
+            conn.tls = bit.band(ev.flags, EVF_TLS) ~= 0
+            tcp_call(conn, "on_open")
+        elseif self._h ~= nil then
+            C.nsv_abort(self._h, ev.conn) -- a listener this state did not open
+        end
+    elseif t == EV_TCP_CONNECTED then
+        local conn = self._tcp[conn_key(ev.conn)]
+        if conn and conn.id == ev.conn then
+            conn.connected = true
+            tcp_call(conn, "on_connect")
+        end
+    elseif t == EV_TIMER then
+        local tm = self._ctimers[tonumber(ev.conn)]
+        if tm then
+            if not tm.repeating then
+                tm.active = false
+                self._ctimers[tm.id] = nil
+            end
+            local ok, err = xpcall(tm._fn, traceback, tm)
+            if not ok then log_handler_error("timer", err) end
+        end
+    elseif t == EV_WAKEUP then
+        local data = ffi.string(self._arena + ev.body_off, ev.body_len)
+        local conn = self._tcp[conn_key(ev.conn)]
+        if not (conn and conn.id == ev.conn and tcp_call(conn, "on_wakeup", data)) then
+            local f = self._on.wakeup
+            if f then
+                local ok, err = xpcall(f, traceback, ev.conn, data)
+                if not ok then log_handler_error("wakeup", err) end
+            end
         end
     elseif t == EV_BODY then
         local key = conn_key(ev.conn)
@@ -1409,19 +1716,24 @@ local function dispatch(self, i)
     elseif t == EV_WS_OPEN then
         local handlers = self._wsroutes[ev.route]
         if handlers then
-            local req = self._reqs[i]
-            req._g = self._gen
             local ws = setmetatable({ _c = ev.conn, _s = self, _h = handlers, route = ev.route,
                                       closed = false, data = {} }, WS)
             self._ws[conn_key(ev.conn)] = ws
-            ws_call(self, ws, "open", req)
+            ws_call(self, ws, "open", new_req(self, i))
         end
     elseif t == EV_WS_CLOSE then
         ws_closed(self, conn_key(ev.conn), ev.code, ffi.string(self._arena + ev.body_off, ev.body_len))
     elseif t == EV_WRITABLE then
-        local res = self._streams[conn_key(ev.conn)]
-        if res and res._c == ev.conn then
-            res_writable(res, ev.code ~= 0)
+        local key = conn_key(ev.conn)
+        local conn = self._tcp[key]
+        if conn and conn.id == ev.conn then
+            conn.writable = ev.code ~= 0
+            tcp_call(conn, "on_writable", conn.writable)
+        else
+            local res = self._streams[key]
+            if res and res._c == ev.conn then
+                res_writable(res, ev.code ~= 0)
+            end
         end
     elseif t == EV_HANGUP then
         -- The client ended its side while its request is with us.
@@ -1431,13 +1743,19 @@ local function dispatch(self, i)
     elseif t == EV_CLOSE then
         -- Gone without a WS_CLOSE event: 1006 (no close frame, RFC 6455).
         local key = conn_key(ev.conn)
+        local conn = self._tcp[key]
+        if conn and conn.id == ev.conn then
+            self._tcp[key] = nil
+            conn.closed = true
+            tcp_call(conn, "on_close")
+        end
         ws_closed(self, key, 1006, "")
         local b = self._bodies[key]
         if b and b.c == ev.conn then body_failed(self, key, ECLOSED, "the connection closed") end
         local res = self._streams[key]
         if res and res._c == ev.conn then
             self._streams[key] = nil
-            res._closed = true
+            res._closed, res.closed = true, true
             res_writable(res, true)
             res_disconnected(res)
         end
@@ -1445,7 +1763,7 @@ local function dispatch(self, i)
         if res and res._c == ev.conn then
             self._held[key] = nil
             res._held = nil
-            res._closed = true
+            res._closed, res.closed = true, true
             res_disconnected(res)
         end
         local f = self._on.close
@@ -1461,6 +1779,11 @@ local function dispatch(self, i)
         local key = conn_key(ev.conn)
         local b = self._bodies[key]
         local taken = b and b.c == ev.conn and body_failed(self, key, ev.code, msg)
+        local conn = self._tcp[key]
+        if conn and conn.id == ev.conn then
+            conn.error = msg
+            taken = tcp_call(conn, "on_error", msg, ev.code) or taken
+        end
         if f then
             local ok, err = xpcall(f, traceback, ev.code, msg, ev.conn)
             if not ok then log_handler_error("error", err) end
@@ -1524,8 +1847,54 @@ function Server:drain(timeout_ms)
     if not self._polling then self:run() end
 end
 
--- Wake a blocked poll (e.g. from a coroutine scheduler).
-function Server:wakeup() if self._h ~= nil then C.nsv_wakeup(self._h) end end
+-- Wake a blocked poll (e.g. from a coroutine scheduler). With a
+-- connection (object or id): deliver a WAKEUP event for it carrying data
+-- (at most 64 KiB) to its on_wakeup handler, or to srv:on("wakeup", ...).
+-- Returns true, or false when the connection is not open.
+function Server:wakeup(conn, data)
+    if conn == nil then
+        if self._h ~= nil then C.nsv_wakeup(self._h) end
+        return true
+    end
+    local id = type(conn) == "table" and (conn.id or conn._c) or conn
+    if type(id) ~= "cdata" and type(id) ~= "number" then argerr(1, "wakeup", "connection expected") end
+    data = body_arg(data, 2, "wakeup")
+    local r = C.nsv_wakeup_conn(srv_handle(self), id, data, #data)
+    if r == ESTALE then return false end
+    check(r, "wakeup_conn", self)
+    return true
+end
+
+-- Host timers (nsv_timer_add): fn(timer) runs from the poll loop after ms
+-- milliseconds (srv:timer), or every ms milliseconds (srv:every) until
+-- timer:cancel(). The returned object has id and cancel().
+local Timer = {}
+Timer.__index = Timer
+local function add_timer(self, fname, ms, fn, repeat_ms)
+    if type(ms) ~= "number" or ms < 0 then argerr(1, fname, "milliseconds >= 0 expected") end
+    if type(fn) ~= "function" then argerr(2, fname, "function expected") end
+    local h = srv_handle(self)
+    local id = C.nsv_timer_add(h, ms, repeat_ms, 0)
+    if id < 0 then check(tonumber(id), fname, self) end
+    local t = setmetatable({ id = tonumber(id), _s = self, _fn = fn, repeating = repeat_ms > 0, active = true }, Timer)
+    self._ctimers[t.id] = t
+    return t
+end
+function Server:timer(ms, fn) return add_timer(self, "timer", ms, fn, 0) end
+function Server:every(ms, fn)
+    if type(ms) == "number" and ms <= 0 then argerr(1, "every", "milliseconds > 0 expected") end
+    return add_timer(self, "every", ms, fn, ms)
+end
+-- Returns true, or false when the timer had already fired (one-shot) or
+-- was cancelled.
+function Timer:cancel()
+    if not self.active then return false end
+    self.active = false
+    local s = self._s
+    s._ctimers[self.id] = nil
+    if s._h == nil then return false end
+    return C.nsv_timer_cancel(s._h, self.id) == 0
+end
 
 -- File descriptor readable when poll() has work (for external loops).
 function Server:fd() local h = srv_handle(self); return check(C.nsv_fd(h), "fd", self) end

@@ -86,23 +86,29 @@ static void sse_pump(nsv_server *s, sse_count *st)
     free(st);
 }
 
-/* The value of n in the query: 0 .. SSE_COUNT_MAX, or -1. */
+/* The value of the first n in the query (decoded by nsv_form_parse, as a
+ * browser's URLSearchParams would): 0 .. SSE_COUNT_MAX, or -1. */
 static int64_t sse_query_n(const char *q, size_t len)
 {
-    for (size_t i = 0; i < len;) {
-        size_t e = i;
-        while (e < len && q[e] != '&')
-            e++;
-        if (e - i > 2 && q[i] == 'n' && q[i + 1] == '=') {
-            int64_t v = 0;
-            for (size_t k = i + 2; k < e; k++) {
-                if (q[k] < '0' || q[k] > '9' || e - i - 2 > 9)
-                    return -1;
-                v = v * 10 + (q[k] - '0');
-            }
-            return v <= SSE_COUNT_MAX ? v : -1;
+    uint32_t pairs[4 * 16], np = 0;
+    char dst[512];
+    int64_t need = nsv_form_parse(q, len, pairs, 16, dst, sizeof dst, &np);
+    if (need < 0 || need > (int64_t)sizeof dst || np > 16)
+        return -1; /* a query this long is not one the route answers */
+    for (uint32_t p = 0; p < np; p++) {
+        const char *k = dst + pairs[4 * p], *v = dst + pairs[4 * p + 2];
+        uint32_t vl = pairs[4 * p + 3];
+        if (pairs[4 * p + 1] != 1 || *k != 'n')
+            continue;
+        if (vl == 0 || vl > 9)
+            return -1;
+        int64_t n = 0;
+        for (uint32_t i = 0; i < vl; i++) {
+            if (v[i] < '0' || v[i] > '9')
+                return -1;
+            n = n * 10 + (v[i] - '0');
         }
-        i = e + 1;
+        return n <= SSE_COUNT_MAX ? n : -1;
     }
     return -1;
 }

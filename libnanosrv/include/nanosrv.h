@@ -267,7 +267,9 @@ enum nsv_option {
                                        that accept it (see NSV_OPT_GZIP_TYPES); 0 = off (default);
                                        streamed replies regardless of size. NSV_ENOTSUP above 0
                                        in a build without zlib. Rules: docs/COMPRESSION.md. Since 1.1. */
-    NSV_OPT_GZIP_LEVEL = 24         /* zlib level 1..9, default 6. Since 1.1. */
+    NSV_OPT_GZIP_LEVEL = 24,        /* zlib level 1..9, default 6. Since 1.1. */
+    NSV_OPT_CONNECTIONS = 25        /* read-only: connections open now (accepted and outbound,
+                                       every worker; listeners not counted). Since 1.1. */
 };
 
 /*

@@ -3,6 +3,7 @@
 --   luajit echo.lua --port N [--threads N] [--busy-us N] [--routes N]
 --                   [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]
 --                   [--max-body N] [--max-header-bytes N]
+--                   [--cert FILE --key FILE [--ca FILE | --ca-optional FILE]]
 --
 -- Prints "listening on PORT" once ready. POST|PUT /echo answers the body
 -- byte for byte; /ws echoes WebSocket messages when the library has
@@ -11,6 +12,10 @@
 -- content_type, size, sha256), 400 for a malformed body, 415 for another
 -- type; GET /sse?n=N sends N server-sent events with data 0..N-1, then ends;
 -- everything else gets a JSON description of the request.
+-- With --cert and --key it serves https and wss instead of http and ws (the
+-- description then adds "sni" and "subject"); --ca asks for client
+-- certificates signed by that CA (--ca-optional lets clients without one in),
+-- and the description carries the verified client subject.
 -- LuaJIT cannot catch signals, so SIGTERM/SIGINT end the process at once
 -- (no drain, unlike the C server).
 
@@ -25,20 +30,34 @@ local sha256 = dofile(here .. "/examples/sha256.lua")
 local flags = { port = 8080, threads = 0, ["busy-us"] = 0, routes = 0 }
 local lib_opts = { ["request-timeout-ms"] = true, ["idle-timeout-ms"] = true, ["max-conns"] = true,
                    ["max-body"] = true, ["max-header-bytes"] = true }
+local files = { cert = "tls_cert_file", key = "tls_key_file", ca = "tls_ca_file", ["ca-optional"] = "tls_ca_file" }
 local opts = {}
+local function usage()
+    io.stderr:write("usage: echo.lua --port N [--threads N] [--busy-us N] [--routes N]\n",
+                    "       [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]\n",
+                    "       [--max-body N] [--max-header-bytes N]\n",
+                    "       [--cert FILE --key FILE [--ca FILE | --ca-optional FILE]]\n")
+    os.exit(2)
+end
 do
     local i = 1
     while i <= #arg do
         local name, v = (arg[i]:match("^%-%-(.+)$")), arg[i + 1]
-        if not name or not v or not (flags[name] or lib_opts[name]) or not tonumber(v) then
-            io.stderr:write("usage: echo.lua --port N [--threads N] [--busy-us N] [--routes N]\n",
-                            "       [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]\n",
-                            "       [--max-body N] [--max-header-bytes N]\n")
-            os.exit(2)
-        end
-        if flags[name] then flags[name] = tonumber(v) else opts[name:gsub("-", "_")] = tonumber(v) end
+        if name and v and files[name] then
+            if opts[files[name]] then usage() end -- --ca and --ca-optional are one choice
+            opts[files[name]] = v
+            if name == "ca" then opts.tls_verify_client = "required" end
+            if name == "ca-optional" then opts.tls_verify_client = "optional" end
+        elseif not name or not v or not (flags[name] or lib_opts[name]) or not tonumber(v) then
+            usage()
+        elseif flags[name] then flags[name] = tonumber(v)
+        else opts[name:gsub("-", "_")] = tonumber(v) end
         i = i + 2
     end
+end
+if (opts.tls_cert_file == nil) ~= (opts.tls_key_file == nil) or (opts.tls_ca_file and not opts.tls_cert_file) then
+    io.stderr:write("echo.lua: --cert and --key go together (and --ca needs them)\n")
+    os.exit(2)
 end
 if flags.threads > 0 then opts.threads = flags.threads end
 
@@ -99,8 +118,13 @@ local function describe(req, res)
     local path, query = req.path, req.query
     if #path > 8192 then path = path:sub(1, 8192) end
     if #query > 8192 then query = query:sub(1, 8192) end
+    local tls = ""
+    if req.tls then
+        local t = req.tls
+        tls = ',"sni":' .. json_str(t.sni) .. ',"subject":' .. json_str(t.subject)
+    end
     res:send(200, '{"method":' .. json_str(req.method) .. ',"path":' .. json_str(path) ..
-                  ',"query":' .. json_str(query) .. ',"body_len":' .. req.body_len .. '}', JSON)
+                  ',"query":' .. json_str(query) .. ',"body_len":' .. req.body_len .. tls .. '}', JSON)
 end
 srv:fallback(describe)
 for i = 0, flags.routes - 1 do srv:route("GET", "/dummy/" .. i .. "/:id", describe) end
@@ -143,10 +167,16 @@ local function upload(req, res)
 end
 srv:route("POST", "/upload", upload, { stream_body = true })
 
--- GET /sse?n=N: N events, paced by the client (send waits while it is behind).
+-- GET /sse?n=N: N events, paced by the client (send waits while it is behind);
+-- n is 0 .. 1e7, digits only, else 400, as in the C echo-server.
+local SSE_MAX = 10000000
 srv:route("GET", "/sse", function(req, res)
-    local n = tonumber(req:query_args().n)
-    if not n or n < 0 or n % 1 ~= 0 then return res:send(400, "n must be a whole number\n", TEXT) end
+    local q = req:query_args().n
+    if type(q) == "table" then q = q[1] end -- repeated: the first, as the C echo-server
+    local n = type(q) == "string" and #q <= 9 and q:match("^%d+$") and tonumber(q)
+    if not n or n > SSE_MAX then
+        return res:send(400, "n must be a number of events, 0.." .. SSE_MAX .. "\n", TEXT)
+    end
     local sse = res:sse()
     for i = 0, n - 1 do
         if not sse:send { data = tostring(i) } then return end -- the client left
@@ -158,7 +188,8 @@ if nanosrv.features.websocket then
     srv:websocket("/ws", { message = function(ws, data, opcode) ws:send(data, opcode) end })
 end
 
-local lok, port = pcall(srv.listen, srv, "http://0.0.0.0:" .. flags.port)
+local scheme = opts.tls_cert_file and "https" or "http"
+local lok, port = pcall(srv.listen, srv, scheme .. "://0.0.0.0:" .. flags.port)
 if not lok then
     io.stderr:write("echo.lua: ", tostring(port), "\n")
     os.exit(1)

@@ -68,8 +68,18 @@ async function upload(req, res) {
   res.json(out);
 }
 
+// GET /sse?n=N: N events with data 0 .. N-1, then the end; n is 0 .. 1e7
+// (digits only), anything else gets 400, as in the C echo-server.
+const SSE_MAX = 10000000;
 function sse(req, res) {
-  const n = Math.max(0, Math.min(1e6, parseInt(req.query.n, 10) || 0));
+  const q = Array.isArray(req.query.n) ? req.query.n[0] : req.query.n; // repeated: the first
+  const n = typeof q === 'string' && /^[0-9]{1,9}$/.test(q) ? Number(q) : -1;
+  if (n < 0 || n > SSE_MAX) {
+    res.statusCode = 400;
+    res.setHeader('Content-Type', 'text/plain');
+    res.end(`n must be a number of events, 0..${SSE_MAX}\n`);
+    return;
+  }
   const s = res.sse();
   let i = 0;
   const pump = () => {

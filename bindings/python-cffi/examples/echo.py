@@ -79,14 +79,15 @@ def upload(conn, msg):
     conn.http_reply(200, JSON_HDR, b"[" + b",".join(out) + b"]")
 
 
+SSE_MAX = 10000000  # as the C echo-server: n is 0 .. 1e7, digits only
+
+
 def sse(conn, msg):
     """GET /sse?n=N: N events (data 0..N-1), sent as fast as the client takes them."""
-    try:
-        n = int(msg.query_params.get("n", "0"))
-    except ValueError:
-        n = -1
-    if n < 0:
-        return 400, TEXT_HDR, b"n must be a count\n"
+    q = msg.query_params.get("n")
+    n = int(q) if q is not None and q.isascii() and q.isdigit() and len(q) <= 9 else -1
+    if not 0 <= n <= SSE_MAX:
+        return 400, TEXT_HDR, b"n must be a number of events, 0..%d\n" % SSE_MAX
     es = conn.sse_start()
     state = [0]
 

@@ -9,16 +9,17 @@
 from . import aio, json, multipart, sse
 from ._conn import Connection
 from ._ffi import LIBRARY_PATH, has
-from ._manager import Listener, Manager, ShardedManager
+from ._manager import ConnectionRef, Listener, Manager, Metrics, ShardedManager
 from ._message import Event, HttpMessage, TlsInfo, WsMessage, WsOpcode
-from .errors import BodyError, Disconnected, Error, HTTPError, NotSupportedError, StaleError, StateError
+from .errors import (BodyError, Disconnected, Error, HTTPError, InvalidArgument, NotSupportedError, StaleError,
+                     StateError)
 from .forms import MultiDict, parse_cookies, parse_form, parse_query, set_cookie_header
 from .multipart import MultipartError, MultipartReader, UnsupportedMediaType, UploadFile, read_form, aread_form
 from .sse import EventStream
 from .static import mime_type
 from .stream import BodyStream
 from .util import (LogLevel, Url, base64_decode, base64_decode_bytes, base64_encode, base64_encode_bytes,
-                   get_log_level, millis, set_log_level, tls_available, url_decode, url_encode, version)
+                   get_log_level, millis, set_log_level, tls_available, url_decode, url_decode_bytes, url_encode, version)
 
 __version__ = "1.0.0"
 
@@ -41,10 +42,10 @@ def sharded_available():
             m.close()
 
 
-__all__ = ["Manager", "ShardedManager", "Connection", "HttpMessage", "TlsInfo", "WsMessage", "Listener", "Event",
+__all__ = ["Manager", "ShardedManager", "Connection", "HttpMessage", "TlsInfo", "WsMessage", "Listener", "ConnectionRef", "Metrics", "Event",
            "WsOpcode", "LogLevel", "Url", "Error", "StaleError", "StateError", "NotSupportedError",
            "base64_encode", "base64_decode", "base64_encode_bytes", "base64_decode_bytes", "url_encode",
-           "url_decode", "json", "set_log_level", "get_log_level", "millis", "tls_available", "version",
+           "url_decode", "url_decode_bytes", "InvalidArgument", "json", "set_log_level", "get_log_level", "millis", "tls_available", "version",
            "websocket_available", "sharded_available", "LIBRARY_PATH", "multipart", "sse", "BodyError",
            "Disconnected", "HTTPError", "MultiDict", "parse_cookies", "parse_form", "parse_query",
            "set_cookie_header", "MultipartError", "MultipartReader", "UnsupportedMediaType", "UploadFile",

@@ -8,13 +8,14 @@ GIL while nsv_poll waits.
 import inspect
 import logging
 import sys
+import threading
 
 from ._conn import Connection, to_bytes
 from ._ffi import ffi, has, lib, EVENT_SIZE
-from ._message import (BODY, BODY_LEN, CODE, CONN, EVENT, EVF_EOF, EVF_STREAM_BODY, FLAGS, LISTENER, ROUTE, TYPE,
-                       Event, HttpMessage, WsMessage, WsOpcode)
+from ._message import (BODY, BODY_LEN, CODE, CONN, EVENT, EVF_EOF, EVF_STREAM_BODY, EVF_TLS, FLAGS, LISTENER, ROUTE,
+                       TYPE, Event, HttpMessage, WsMessage, WsOpcode)
 from ._response import to_reply
-from .errors import HTTPError, NotSupportedError, check, error, require
+from .errors import HTTPError, InvalidArgument, NotSupportedError, check, error, require
 from .stream import BodyStream, body_error
 
 log = logging.getLogger("nanosrv")
@@ -27,6 +28,8 @@ _EV_WS_OPEN, _EV_WS_MESSAGE, _EV_WS_CLOSE = lib.NSV_EV_WS_OPEN, lib.NSV_EV_WS_ME
 _EV_WS_PING, _EV_WS_PONG = lib.NSV_EV_WS_PING, lib.NSV_EV_WS_PONG
 _EV_WRITABLE, _EV_HANGUP = lib.NSV_EV_TCP_WRITABLE, lib.NSV_EV_HANGUP
 _EV_BODY = lib.NSV_EV_BODY
+_EV_WAKEUP = lib.NSV_EV_WAKEUP
+_ESTALE = lib.NSV_ESTALE
 _ECLOSED = lib.NSV_ECLOSED
 _WS_TEXT = lib.NSV_WS_TEXT
 _JSON_HDR = b"Content-Type: application/json\r\n"
@@ -52,13 +55,70 @@ def _pattern(p):
 
 class Listener:
     """A bound listener: `id`, `port` and `url`."""
-    __slots__ = ("id", "port", "url")
+    __slots__ = ("id", "port", "url", "_m")
 
-    def __init__(self, lid, port, url):
-        self.id, self.port, self.url = lid, port, url
+    def __init__(self, lid, port, url, manager=None):
+        self.id, self.port, self.url, self._m = lid, port, url, manager
 
     def __repr__(self):
         return "<Listener %d port %d>" % (self.id, self.port)
+
+
+class ConnectionRef(Listener):
+    """What http_listen returns, as in nanosrv: a handle on the listening
+    connection that is true while it accepts. close() stops accepting on
+    it (connections that arrive are closed at once; the port stays bound
+    until the server closes). A listener has no peer: http_reply and
+    send_bytes do nothing and return False. Also a Listener (`id`, `port`,
+    `url`)."""
+    __slots__ = ()
+
+    def __bool__(self):
+        m = self._m
+        return m is not None and m._srv != ffi.NULL and not m._draining and self.id not in m._closed_listeners
+
+    is_listening = property(__bool__)
+
+    def close(self):
+        m = self._m
+        if m is not None and self.id not in m._closed_listeners:
+            m._closed_listeners.add(self.id)
+            m._listen_fns[self.id] = _refuse
+            m._listen_ws[self.id] = None
+            m._listen_events[self.id] = None
+
+    def http_reply(self, status, headers="", body=b""):
+        return False
+
+    def send_bytes(self, data):
+        return False
+
+
+def _refuse(conn, msg):
+    conn.close()
+
+
+class Metrics:
+    """Counters of a server, as nanosrv's Metrics: `active` (connections
+    open now, from the library), `accepted` and `closed` (connections the
+    host was told about: a request, a WebSocket or TCP open; and their
+    CLOSE events), `errors` (ERROR events). `bytes_read` and
+    `bytes_written` are None: the library keeps no byte counters yet."""
+    __slots__ = ("accepted", "closed", "errors", "bytes_read", "bytes_written", "active")
+
+    def __init__(self, accepted, closed, errors, active):
+        self.accepted, self.closed, self.errors, self.active = accepted, closed, errors, active
+        self.bytes_read = self.bytes_written = None
+
+    def __repr__(self):
+        return "Metrics(accepted=%d, closed=%d, errors=%d, active=%d)" % (
+            self.accepted, self.closed, self.errors, self.active)
+
+
+# Largest values of the limits nanosrv's setters disable with 0.
+_NO_LIMIT = {"idle_timeout_ms": 86400000, "request_timeout_ms": 86400000, "connect_timeout_ms": 86400000,
+             "max_body": 1 << 31, "max_conns": 10000000, "max_output": 1 << 31}
+_FOREVER_MS = (1 << 31) - 1
 
 
 class Manager:
@@ -91,6 +151,10 @@ class Manager:
         self.body_buffer = 1 << 20
         self._later = []            # streamed requests waiting for the end of their batch
         self._stream_all = False    # the stream_body option is on: every handler may stream
+        self._closed_listeners = set()
+        self._draining = False
+        self._n_seen = self._n_closed = self._n_errors = 0
+        self._tl = threading.local()  # per-thread buffers of poll_worker
 
     def _set_arena(self, cap):
         self._arena = ffi.new("char[]", cap)
@@ -117,12 +181,13 @@ class Manager:
         self._listen_fns[lid] = self._streaming(fn) if self._stream_all else fn
         self._listen_ws[lid] = ws
         self._listen_events[lid] = events
-        return Listener(lid, lib.nsv_listener_port(srv, lid), url)
+        return ConnectionRef(lid, lib.nsv_listener_port(srv, lid), url, self)
 
     def http_listen(self, url, handler=None, ws_handler=None):
         """Listen on url ("http://host:port"; port 0 picks one). handler(conn,
         msg) gets requests no route took; ws_handler(conn, event, data) gets
-        WebSocket events of connections upgraded with conn.ws_upgrade()."""
+        WebSocket events of connections upgraded with conn.ws_upgrade().
+        Returns a ConnectionRef (a Listener: `id`, `port`, `url`)."""
         if handler is not None and not callable(handler):
             raise TypeError("handler must be callable")
         return self._listen(url, handler or _not_found, ws_handler, None)
@@ -212,27 +277,61 @@ class Manager:
         opt = check(lib.nsv_opt_by_name(b, len(b))) if isinstance(b, bytes) else name
         return check(lib.nsv_get_int(srv, opt), srv)
 
+    # nanosrv's hardening setters: 0 disables the limit (sets the library's
+    # largest value); the properties read 0 back for it.
+
+    def _set_limit(self, name, v):
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise TypeError("%s must be an int, not %s" % (name, type(v).__name__))
+        if v < 0:
+            raise InvalidArgument(lib.NSV_ERANGE, "%s must be >= 0 (0 disables it), not %d" % (name, v))
+        self.set_option(name, v or _NO_LIMIT[name])
+
+    def _limit(self, name):
+        v = self.get_option(name)
+        return 0 if v == _NO_LIMIT[name] else v
+
     def set_idle_timeout(self, ms):
-        self.set_option("idle_timeout_ms", ms)
+        self._set_limit("idle_timeout_ms", ms)
 
     def set_request_timeout(self, ms):
-        self.set_option("request_timeout_ms", ms)
+        self._set_limit("request_timeout_ms", ms)
+
+    def set_connect_timeout(self, ms):
+        self._set_limit("connect_timeout_ms", ms)
 
     def set_max_body_size(self, n):
-        self.set_option("max_body", n)
+        self._set_limit("max_body", n)
 
     def set_max_connections(self, n):
-        self.set_option("max_conns", n)
+        self._set_limit("max_conns", n)
 
     def set_max_send_buffer(self, n):
-        self.set_option("max_output", n)
+        self._set_limit("max_output", n)
+
+    idle_timeout = property(lambda self: self._limit("idle_timeout_ms"))
+    request_timeout = property(lambda self: self._limit("request_timeout_ms"))
+    connect_timeout = property(lambda self: self._limit("connect_timeout_ms"))
+    max_body_size = property(lambda self: self._limit("max_body"))
+    max_connections = property(lambda self: self._limit("max_conns"))
+    max_send_buffer = property(lambda self: self._limit("max_output"))
+
+    @property
+    def num_connections(self):
+        """Connections open now (accepted and outbound; every worker)."""
+        return lib.nsv_get_int(self._live(), lib.NSV_OPT_CONNECTIONS)
+
+    @property
+    def metrics(self):
+        """A Metrics snapshot."""
+        return Metrics(self._n_seen, self._n_closed, self._n_errors, self.num_connections)
 
     def set_max_header_bytes(self, n):
         self.set_option("max_header_bytes", n)
 
     # ---- the loop ----
 
-    def poll(self, timeout_ms=0):
+    def poll(self, timeout_ms=1000):
         """Wait up to timeout_ms (-1 = forever) and handle one batch of
         events. Returns the number handled, or -1 once the server stopped."""
         n = _poll(self._srv, self._evs, self._max, self._arena, self._cap, timeout_ms)
@@ -275,12 +374,32 @@ class Manager:
         self._running = False
         lib.nsv_stop(self._srv)
 
-    def wakeup(self):
-        lib.nsv_wakeup(self._live())
+    def wakeup(self, conn_id=None, data=b""):
+        """wakeup(): make a waiting poll() return now. wakeup(conn_id,
+        data=b""): deliver Event.Wakeup with data (bytes) to that
+        connection's event handler (http_listen_event, or the WebSocket
+        handler), in order with its other events. Both are safe from any
+        thread. Returns False when the connection is not open."""
+        if conn_id is None:
+            lib.nsv_wakeup(self._live())
+            return True
+        d = to_bytes(data, "data")
+        r = lib.nsv_wakeup_conn(self._live(), conn_id, d, len(d))
+        if r == _ESTALE:
+            return False
+        check(r, self._srv)
+        return True
 
     def drain_start(self, timeout_ms=5000):
         """Stop accepting, finish in-flight requests; poll() returns -1 when done."""
+        self._draining = True
         check(lib.nsv_drain_start(self._live(), timeout_ms), self._srv)
+
+    def start_drain(self, timeout_ms=0):
+        """nanosrv's name: graceful stop, returning at once. Listeners close,
+        connections finish their current response and close; poll() returns
+        -1 once none is left. timeout_ms 0 waits as long as they take."""
+        self.drain_start(timeout_ms or _FOREVER_MS)
 
     def drain(self, timeout_ms=5000):
         """Graceful stop, handling events until every connection is closed."""
@@ -316,10 +435,10 @@ class Manager:
 
     # ---- dispatch ----
 
-    def _dispatch(self, n):
+    def _dispatch(self, n, evb=None, arena=None):
         unpack = EVENT.unpack_from
-        evb = self._evbuf
-        arena = self._abuf
+        if evb is None:
+            evb, arena = self._evbuf, self._abuf
         conns = self._conns
         routes = self._route_fns
         listeners = self._listen_fns
@@ -334,7 +453,7 @@ class Manager:
             cid = e[i_conn]
             c = conns.get(cid)
             if c is None:
-                c = conns[cid] = Connection(self, cid)
+                c = conns[cid] = self._new_conn(cid, e)
             c._pending = True
             msg = message(arena, e, c)
             r = e[i_route]
@@ -350,6 +469,12 @@ class Manager:
                 msg._freeze()
         if self._later:
             self._run_later()
+
+    def _new_conn(self, cid, e):
+        c = Connection(self, cid)
+        c._tls = bool(e[FLAGS] & EVF_TLS)
+        self._n_seen += 1
+        return c
 
     def _streaming(self, fn):
         """fn wrapped for requests whose body may stream: such a request is
@@ -435,6 +560,7 @@ class Manager:
             return
         if t == _EV_CLOSE:
             if c is not None:
+                self._n_closed += 1
                 del self._conns[cid]
                 c._closed = True
                 if c._body is not None:
@@ -446,6 +572,7 @@ class Manager:
                     self._call_event(fn, c, Event.Close, None)
             return
         if t == _EV_ERROR:
+            self._n_errors += 1
             text = arena[e[BODY]:e[BODY] + e[BODY_LEN]].decode("utf-8", "replace")
             if c is not None and c._body is not None and not c._body._eof:
                 c._body._fail(body_error(e[CODE], text))
@@ -455,7 +582,12 @@ class Manager:
                 self._call_event(fn, c, Event.Error, text)
             return
         if c is None:
-            c = self._conns[cid] = Connection(self, cid)
+            c = self._conns[cid] = self._new_conn(cid, e)
+        if t == _EV_WAKEUP:
+            fn = c._ws or self._event_fn(e)
+            if fn is not None:
+                self._call_event(fn, c, Event.Wakeup, arena[e[BODY]:e[BODY] + e[BODY_LEN]])
+            return
         if t == _EV_WS_OPEN:
             r = e[ROUTE]
             c._ws = (self._route_ws[r] if 0 <= r < len(self._route_ws) else None) or self._listen_ws_fn(e)
@@ -474,12 +606,12 @@ class Manager:
             return
         data = arena[e[BODY]:e[BODY] + e[BODY_LEN]]
         if t == _EV_WS_MESSAGE:
-            op = e[CODE]
-            if op == _WS_TEXT:
-                data = data.decode("utf-8", "surrogateescape")
-            self._call_event(fn, c, Event.WsMessage, WsMessage(data, op))
+            self._call_event(fn, c, Event.WsMessage, WsMessage(data, e[CODE]))
         elif t == _EV_WS_CLOSE:
-            self._call_event(fn, c, Event.WsControl, WsMessage(data, WsOpcode.Close, e[CODE]))
+            code = e[CODE]
+            # nanosrv's close frame payload: the code in two bytes, then the reason
+            payload = code.to_bytes(2, "big") + data if 1000 <= code < 5000 and code != 1005 else data
+            self._call_event(fn, c, Event.WsControl, WsMessage(payload, WsOpcode.Close, code))
         elif t in (_EV_WS_PING, _EV_WS_PONG):
             op = WsOpcode.Ping if t == _EV_WS_PING else WsOpcode.Pong
             self._call_event(fn, c, Event.WsControl, WsMessage(data, op))
@@ -520,7 +652,9 @@ class ShardedManager(Manager):
     polled and handled in the thread calling poll()/run(); replies may be
     made from any thread."""
 
-    def __init__(self, n=0, max_events=256, arena_size=1 << 20):
+    def __init__(self, n=0, max_events=256, arena_size=1 << 20, *, num_threads=None):
+        if num_threads is not None:
+            n = num_threads
         if not isinstance(n, int) or n < 0:
             raise ValueError("worker count must be an int >= 0")
         srv = lib.nsv_server_new_sharded(n)
@@ -530,13 +664,53 @@ class ShardedManager(Manager):
         super().__init__(max_events, arena_size, _srv=srv)
 
     def poll_worker(self, worker, timeout_ms=0):
-        """Poll the events of one worker only (one thread per worker)."""
+        """Poll the events of one worker only (one thread per worker). Each
+        calling thread has its own event array and arena."""
         fn = require("nsv_poll_worker", "poll_worker")
-        n = fn(self._srv, worker, self._evs, self._max, self._arena, self._cap, timeout_ms)
-        if n > 0:
-            self._dispatch(n)
-            return n
-        return n if n == 0 else self._poll_failed(n)
+        tl = self._tl
+        b = getattr(tl, "bufs", None)
+        if b is None:
+            b = tl.bufs = _Buffers(self._max, self._cap)
+        while True:
+            n = fn(self._srv, worker, b.evs, self._max, b.arena, b.cap, timeout_ms)
+            if n > 0:
+                self._dispatch(n, b.evbuf, b.abuf)
+                return n
+            if n == 0:
+                return 0
+            if n != _ENOBUFS:
+                return self._poll_failed(n)
+            need = lib.nsv_poll_need(self._srv)
+            cap = b.cap
+            while cap < need + 4096:
+                cap *= 2
+            b.set_arena(cap)
+            timeout_ms = 0
+
+    def drain(self, timeout_ms=5000):
+        """nanosrv's ShardedManager.drain: start a graceful stop and return
+        at once (any thread); run() returns when it is complete. Connections
+        still open after timeout_ms are closed; 0 waits as long as they take."""
+        self.drain_start(timeout_ms or _FOREVER_MS)
+
+    @property
+    def num_workers(self):
+        return self.workers
+
+
+class _Buffers:
+    """An event array and arena for one polling thread."""
+    __slots__ = ("evs", "evbuf", "arena", "abuf", "cap")
+
+    def __init__(self, max_events, cap):
+        self.evs = ffi.new("nsv_event[]", max_events)
+        self.evbuf = ffi.buffer(self.evs)
+        self.set_arena(cap)
+
+    def set_arena(self, cap):
+        self.arena = ffi.new("char[]", cap)
+        self.abuf = ffi.buffer(self.arena)
+        self.cap = cap
 
 
 def _errname(code):

@@ -68,7 +68,8 @@ EVF_STREAM_BODY = lib.NSV_EVF_STREAM_BODY
 
 
 class Event(enum.IntEnum):
-    """Event kinds passed to http_listen_event handlers (names as in nanosrv)."""
+    """Event kinds passed to http_listen_event handlers (names and values as
+    in nanosrv: Wakeup 20, User 100)."""
     Error = 0
     Open = 1
     Poll = 2
@@ -84,8 +85,8 @@ class Event(enum.IntEnum):
     WsOpen = 12
     WsMessage = 13
     WsControl = 14
-    Wakeup = 15
-    User = 16
+    Wakeup = 20
+    User = 100
 
 
 # Text, Binary, Ping and Pong are the library's nsv_ws_opcode values;
@@ -167,9 +168,15 @@ class HttpMessage:
 
     @property
     def body(self):
-        """The body as text (UTF-8; undecodable bytes kept as surrogates, so
-        replying with it gives back the same bytes)."""
-        return self.body_bytes.decode("utf-8", "surrogateescape")
+        """The body as bytes (as nanosrv has it); `text` decodes it."""
+        e = self._e
+        o = e[BODY]
+        return self._a[o:o + e[BODY_LEN]]
+
+    @property
+    def text(self):
+        """The body decoded strictly as UTF-8 (UnicodeDecodeError if it is not)."""
+        return self.body.decode("utf-8")
 
     @property
     def body_bytes(self):
@@ -367,14 +374,33 @@ class HttpMessage:
         return "<HttpMessage %s %s>" % (self.method, self.uri)
 
 
-class WsMessage:
-    """One WebSocket message: `data` is str for text, bytes for binary."""
-    __slots__ = ("data", "opcode", "flags")
+_FIN = 0x80
 
-    def __init__(self, data, opcode, flags=0):
+
+class WsMessage:
+    """One WebSocket message or control frame, as nanosrv has it: `data`
+    (bytes, the payload), `text` (data decoded strictly as UTF-8),
+    `opcode` (a WsOpcode), `flags` (FIN + opcode: 0x81 for a text
+    message). A close frame has `code` and `reason` too (its data is the
+    raw payload: the code in two bytes, then the reason)."""
+    __slots__ = ("data", "opcode", "flags", "code")
+
+    def __init__(self, data, opcode, code=0):
         self.data = data
-        self.opcode = opcode
-        self.flags = flags
+        self.opcode = WsOpcode(opcode)
+        self.flags = _FIN | opcode
+        self.code = code
+
+    @property
+    def text(self):
+        if self.opcode == WsOpcode.Close:
+            return self.reason
+        return self.data.decode("utf-8")
+
+    @property
+    def reason(self):
+        """The reason of a close frame (str)."""
+        return self.data[2:].decode("utf-8", "replace") if self.opcode == WsOpcode.Close else ""
 
     @property
     def is_text(self):

@@ -1,7 +1,7 @@
 """Turning a handler's return value into a reply."""
 import json as _json
 
-from ._conn import to_bytes
+from ._conn import header_bytes
 
 _JSON = b"Content-Type: application/json\r\n"
 _TEXT = b"Content-Type: text/plain; charset=utf-8\r\n"
@@ -10,12 +10,7 @@ _OCTET = b"Content-Type: application/octet-stream\r\n"
 
 def header_block(headers):
     """A "Name: value\\r\\n" block from str, bytes, a dict or (name, value) pairs."""
-    if headers is None:
-        return b""
-    if isinstance(headers, (str, bytes, bytearray, memoryview)):
-        return to_bytes(headers, "headers")
-    items = headers.items() if isinstance(headers, dict) else headers
-    return "".join("%s: %s\r\n" % (k, v) for k, v in items).encode("latin-1")
+    return header_bytes(headers)  # dicts and pairs checked: ValueError for a bad name or value
 
 
 def _body(value):

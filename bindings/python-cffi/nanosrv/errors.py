@@ -28,6 +28,12 @@ class NotSupportedError(Error):
     """The loaded libnanosrv does not provide this feature."""
 
 
+class InvalidArgument(Error, ValueError):
+    """The library refused a value (NSV_EINVAL): a header block with a
+    control byte or a name that is not a token, a bad status, ... A
+    ValueError as well, as Python code expects for a bad value."""
+
+
 class BodyError(Error):
     """A streamed request body cannot complete: `code` NSV_ETOOBIG (over
     max_body; the library answered 413), NSV_ETIMEDOUT (the request
@@ -51,7 +57,7 @@ class HTTPError(Exception):
             self.status = status
 
 
-_BY_CODE = {ESTALE: StaleError, ESTATE: StateError, ENOTSUP: NotSupportedError}
+_BY_CODE = {ESTALE: StaleError, ESTATE: StateError, ENOTSUP: NotSupportedError, lib.NSV_EINVAL: InvalidArgument}
 
 
 def error(code, detail=""):

@@ -11,10 +11,13 @@ from .errors import check
 
 _EPARSE, _EURL = lib.NSV_EPARSE, lib.NSV_EURL
 
-# NSV_LOG_NONE .. NSV_LOG_VERBOSE as LogLevel.None .. LogLevel.Verbose.
-LogLevel = enum.IntEnum("LogLevel", sorted(((k[len("NSV_LOG_"):].capitalize(), v)
-                                            for k, v in ENUMS["nsv_log_level"].items()), key=lambda kv: kv[1]))
-LogLevel.NONE = LogLevel(lib.NSV_LOG_NONE)  # `LogLevel.None` is not valid syntax
+# NSV_LOG_NONE .. NSV_LOG_VERBOSE as LogLevel.Off .. LogLevel.Verbose, the
+# nanosrv names; "None" (the name in nanosrv's README, not valid after a dot)
+# is an alias of Off: LogLevel["None"], getattr(LogLevel, "None").
+_levels = sorted((("Off" if k == "NSV_LOG_NONE" else k[len("NSV_LOG_"):].capitalize(), v)
+                  for k, v in ENUMS["nsv_log_level"].items()), key=lambda kv: kv[1])
+LogLevel = enum.IntEnum("LogLevel", _levels + [("None", lib.NSV_LOG_NONE)])
+LogLevel.NONE = LogLevel.Off
 
 
 def _call(fn, src, cap, *extra):
@@ -56,6 +59,12 @@ def url_decode(text, form=False):
     """Percent-decode (form=True also turns '+' into ' '). ValueError on a bad escape."""
     src = to_bytes(text, "text")
     return _call(lib.nsv_url_decode, src, len(src), 1 if form else 0).decode("utf-8", "surrogateescape")
+
+
+def url_decode_bytes(text, form=False):
+    """Percent-decode to the bytes as they are (no UTF-8 decoding)."""
+    src = to_bytes(text, "text")
+    return _call(lib.nsv_url_decode, src, len(src), 1 if form else 0)
 
 
 class Url:

@@ -73,7 +73,8 @@ class Description(unittest.TestCase):
         for name in ("Text", "Binary", "Ping", "Pong"):
             self.assertEqual(int(getattr(nanosrv.WsOpcode, name)), ops["NSV_WS_" + name.upper()], name)
         levels = ABI["enums"]["nsv_log_level"]
-        self.assertEqual({"NSV_LOG_" + m.name.upper(): int(m) for m in nanosrv.LogLevel}, levels)
+        self.assertEqual({"NSV_LOG_" + ("NONE" if m is nanosrv.LogLevel.Off else m.name.upper()): int(m)
+                          for m in nanosrv.LogLevel}, levels)
         errs = ABI["enums"]["nsv_err"]
         self.assertEqual(nanosrv.errors.ESTALE, errs["NSV_ESTALE"])
         self.assertEqual(nanosrv.errors.ESTATE, errs["NSV_ESTATE"])

@@ -125,7 +125,7 @@ class Http(unittest.TestCase):
 
     def test_request_fields(self):
         def h(conn, msg):
-            self.seen.append((msg.method, msg.uri, msg.query, msg.body, msg.header("X-TEST"),
+            self.seen.append((msg.method, msg.uri, msg.query, msg.text, msg.header("X-TEST"),
                               msg.header("nope"), msg.peer[0], msg.keep_alive))
             conn.http_reply(200, "Content-Type: text/plain\r\n", "you asked " + msg.uri)
         lst = self.m.http_listen("http://127.0.0.1:0", h)
@@ -215,10 +215,11 @@ class Http(unittest.TestCase):
                     break
                 time.sleep(0.02)
         self.assertTrue(kept[0].closed)
-        with self.assertRaises(nanosrv.StaleError):
-            kept[0].http_reply(200, "", "late")
-        with self.assertRaises(nanosrv.StaleError):
-            kept[0].send_chunk("late")
+        # A late reply is a no-op: False, no exception.
+        self.assertIs(kept[0].http_reply(200, "", "late"), False)
+        self.assertIs(kept[0].send_chunk("late"), False)
+        self.assertIs(kept[0].send_bytes(b"late"), False)
+        self.assertEqual(kept[0].ws_send_text("late"), 0)
 
     def test_message_outlives_batch(self):
         kept = []
@@ -230,7 +231,7 @@ class Http(unittest.TestCase):
         with ServerThread(self.m):
             for i in range(5):
                 get(lst.port, "/path/%d?q=%d" % (i, i), "POST", b"body%d" % i, {"X-N": str(i)})
-        self.assertEqual([(m.uri, m.query, m.body, m.header("x-n")) for m in kept],
+        self.assertEqual([(m.uri, m.query, m.text, m.header("x-n")) for m in kept],
                          [("/path/%d" % i, "q=%d" % i, "body%d" % i, str(i)) for i in range(5)])
 
     def test_arena_grows_for_large_body(self):

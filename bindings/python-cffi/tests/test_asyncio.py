@@ -92,7 +92,7 @@ class Asyncio(unittest.TestCase):
                     await asyncio.sleep(0)  # let the server's events in
                     if not conn.writable:
                         state["pauses"] += 1
-                        await conn.drain()
+                        await conn.wait_writable()
                 conn.reply_end()
 
         def client(port):

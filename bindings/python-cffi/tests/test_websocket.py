@@ -46,7 +46,7 @@ class WebSocket(unittest.TestCase):
                 seen.append(data.params["room"])
             elif ev == E.WsMessage:
                 if data.is_text:
-                    conn.ws_send_text("echo: " + data.data)
+                    conn.ws_send_text("echo: " + data.text)
                 else:
                     conn.ws_send_binary(data.data[::-1])
         lst = m.http_listen("http://127.0.0.1:0")
@@ -69,7 +69,7 @@ class WebSocket(unittest.TestCase):
                 else:
                     conn.http_reply(200, "", "plain")
             elif ev == E.WsMessage:
-                conn.ws_send_text(data.data.upper())
+                conn.ws_send_text(data.text.upper())
         lst = m.http_listen_event("http://127.0.0.1:0", h)
         with ServerThread(m):
             self.assertEqual(client(lst.port, "/any", ["abc", "def"]), ["ABC", "DEF"])
@@ -84,9 +84,9 @@ class WebSocket(unittest.TestCase):
         def h(conn, ev, data):
             if ev != E.WsMessage:
                 return
-            if data.data == "boom":
+            if data.data == b"boom":
                 raise RuntimeError("ws handler failure")
-            for call in (lambda: conn.ws_send_text(b"bytes"), lambda: conn.ws_send(5),
+            for call in (lambda: conn.ws_send_text(42), lambda: conn.ws_send(5),
                          lambda: conn.http_reply(200, "", "x")):
                 try:
                     call()

@@ -37,6 +37,7 @@ static const opt_def opts[] = {
     {NSV_OPT_STREAM_BODY, "stream_body", F(stream_body), 0, 1},
     {NSV_OPT_GZIP_MIN_SIZE, "gzip_min_size", F(gzip_min_size), 0, (int64_t)1 << 31},
     {NSV_OPT_GZIP_LEVEL, "gzip_level", F(gzip_level), 1, 9},
+    {NSV_OPT_CONNECTIONS, "connections", 0, 0, 0},
 };
 #undef F
 
@@ -113,6 +114,8 @@ int64_t nsv_get_int(nsv_server *s, int opt)
         return s->sharded ? s->nloops : 0;
     if (opt == NSV_OPT_TLS_HANDSHAKE_FAILURES)
         return atomic_load(&s->tls_failures);
+    if (opt == NSV_OPT_CONNECTIONS)
+        return atomic_load(&s->nconns);
     return *(int64_t *)((char *)s + d->field);
 }
 

@@ -58,6 +58,7 @@ ffi.cdef [[
     int close(int fd);
     int shutdown(int fd, int how);
     uint16_t htons(uint16_t v);
+    int setsockopt(int fd, int level, int name, const void *val, uint32_t len);
 ]]
 local C = ffi.C
 local AF_INET, SOCK_STREAM, POLLIN, MSG_NOSIGNAL = 2, 1, 1, 0x4000
@@ -211,6 +212,13 @@ function Client:wait_closed(timeout_ms)
     return self.closed
 end
 
+-- Close with a reset (SO_LINGER 0): the server sees the client vanish.
+function Client:reset()
+    local lg = ffi.new("int[2]", 1, 0)
+    C.setsockopt(self.fd, 1, 13, lg, 8) -- SOL_SOCKET, SO_LINGER
+    self:close()
+end
+
 function Client:close()
     if self.fd >= 0 then C.close(self.fd); self.fd = -1 end
 end
@@ -258,6 +266,71 @@ function Client:ws_read(timeout_ms)
         self.buf = b:sub(pos + n)
         return { op, b:sub(pos, pos + n - 1) }
     end, timeout_ms)
+end
+
+-- Run a shell command in the background (stdout, stderr and exit status to
+-- temporary files) so that a test can pump an in-process server while a
+-- real client (curl, openssl) talks to it. `timeout` bounds the command.
+function T.spawn(cmd, limit_s)
+    local base = os.tmpname()
+    os.execute("( timeout -s KILL " .. (limit_s or 60) .. " sh -c " .. T.shq(cmd) .. " >" .. base ..
+               ".out 2>" .. base .. ".err </dev/null; echo $? >" .. base .. ".rc ) >/dev/null 2>&1 &")
+    return { base = base }
+end
+
+-- Shell quoting of one word.
+function T.shq(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local function slurp(path)
+    local f = io.open(path, "rb")
+    if not f then return nil end
+    local s = f:read("*a")
+    f:close()
+    return s
+end
+T.slurp = slurp
+
+-- Wait for a spawned command, calling pump meanwhile (bounded): returns
+-- exit status, stdout, stderr (status nil on timeout).
+function T.wait_spawned(h, pump, timeout_ms)
+    local rc
+    for _ = 1, math.ceil((timeout_ms or 30000) / 5) do
+        rc = slurp(h.base .. ".rc")
+        if rc and rc:find("\n") then break end
+        rc = nil
+        if pump then pump() else os.execute("sleep 0.005") end
+    end
+    local out, err = slurp(h.base .. ".out") or "", slurp(h.base .. ".err") or ""
+    if rc then
+        for _, ext in ipairs({ "", ".out", ".err", ".rc" }) do os.remove(h.base .. ext) end
+    end
+    return rc and tonumber(rc), out, err
+end
+
+-- spawn + wait_spawned.
+function T.run(cmd, pump, timeout_ms)
+    return T.wait_spawned(T.spawn(cmd, math.ceil((timeout_ms or 30000) / 1000) + 5), pump, timeout_ms)
+end
+
+-- Start a server process that prints "listening on PORT"; returns {pid,
+-- port, pipe} or nil, first line. `timeout` guarantees the process can
+-- never outlive the test.
+function T.start(cmd)
+    local p = io.popen("echo $$; exec timeout -s KILL 300 " .. cmd .. " 2>&1", "r")
+    local pid = tonumber(p:read("*l"))
+    local line = p:read("*l") or ""
+    local port = tonumber(line:match("^listening on (%d+)$"))
+    if not port then
+        if pid then os.execute("kill " .. pid .. " 2>/dev/null") end
+        p:close()
+        return nil, line
+    end
+    return { pid = pid, port = port, pipe = p }
+end
+
+function T.stop(s)
+    os.execute("kill " .. s.pid .. " 2>/dev/null")
+    s.pipe:close()
 end
 
 -- Directory of the tests, and the binding directory above it.

@@ -202,18 +202,18 @@ static void test_repeat(nsv_server *s, const char *kind, int worker)
         early += at[i] < t0 + 10 + 10 * i;
     is_int(early, 0, "%s: the k-th event never comes before delay + k * repeat", kind);
 
-    /* The host stops polling for 20 periods: then one event waits, not 20. */
+    /* The host stops polling for 20 periods: then at most one event waits
+     * (a single loop fires only inside nsv_poll: exactly one). */
     usleep(200 * 1000);
     int burst = 0;
-    for (int p = 0; p < 3; p++) {
-        int r = worker < 0 ? nsv_poll(s, evs, 256, arena, sizeof arena, 0)
-                           : nsv_poll_worker(s, worker, evs, 256, arena, sizeof arena, 0);
-        for (int i = 0; i < r; i++)
-            burst += evs[i].type == NSV_EV_TIMER && (int64_t)evs[i].conn == id;
-        if (p == 0)
-            ok(burst == 1, "%s: after a slow host, one event waits (%d)", kind, burst);
-    }
-    ok(burst <= 2, "%s: then no catch-up burst (%d in three polls at once)", kind, burst);
+    int got = worker < 0 ? nsv_poll(s, evs, 256, arena, sizeof arena, 0)
+                         : nsv_poll_worker(s, worker, evs, 256, arena, sizeof arena, 0);
+    for (int i = 0; i < got; i++)
+        burst += evs[i].type == NSV_EV_TIMER && (int64_t)evs[i].conn == id;
+    if (strstr(kind, "single"))
+        is_int(burst, 1, "%s: after a slow host, one event, not a burst of the missed periods", kind);
+    else
+        ok(burst <= 1, "%s: after a slow host, at most one event waits, not a burst (%d)", kind, burst);
 
     /* Cancel from inside its own event: nothing after. */
     int stopped = 0, after = 0;

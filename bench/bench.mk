@@ -16,7 +16,8 @@ bench: lib examples bench-tools
 	$(PYTHON) bench/run.py --out $(BUILD) $(BENCH_ARGS)
 	$(PYTHON) bench/tcp_bench.py --out $(BUILD)
 
-# Raw TCP echo: tcp-echo against Python asyncio (py-netty's cases).
+# Raw TCP echo, py-netty's cases: C tcp-echo, Python asyncio and node:net, and
+# each binding's examples/tcp_echo against its baseline (bench/METHOD.md).
 bench-tcp: lib examples bench-tools
 	$(PYTHON) bench/tcp_bench.py --out $(BUILD)
 

@@ -148,7 +148,8 @@ enum nsv_event_type {
                               NSV_EVF_STREAM_BODY); NSV_EVF_EOF on the last one */
     NSV_EV_TIMER = 15,     /* a host timer fired (nsv_timer_add): conn = the timer id,
                               tag = the timer's tag */
-    NSV_EV_WAKEUP = 16     /* nsv_wakeup_conn: conn = the connection, body = the payload */
+    NSV_EV_WAKEUP = 16     /* nsv_wakeup_conn: conn = the connection (its tag), body =
+                              the payload */
 };
 
 /* Event flags (nsv_event.flags). */
@@ -521,22 +522,43 @@ NSV_API int nsv_stop(nsv_server *srv);
  * none is blocked, the next nsv_poll may return 0 at once). Safe from any
  * thread and from a signal handler. Since 1.0. */
 NSV_API int nsv_wakeup(nsv_server *srv);
-/* METHOD: a host timer: a TIMER event (conn = the returned id, tag = tag)
- * after delay_ms, then every repeat_ms when repeat_ms > 0 (0: once). The
- * events come out of nsv_poll / nsv_run (on a sharded server, out of the
- * host's nsv_poll). Returns the timer id (> 0, never reused) or NSV_EINVAL
- * / NSV_ERANGE with a detail. From any thread. Since 1.1. */
+/* METHOD: a host timer: a TIMER event (conn = the returned id, tag = tag,
+ * no body) after delay_ms, then every repeat_ms when repeat_ms > 0 (0:
+ * once). delay_ms and repeat_ms are 0 to 2^40 (NSV_EINVAL below 0,
+ * NSV_ERANGE above); delay 0 fires at the next poll. An event never comes
+ * early; a repeating timer keeps its phase (the k-th event is due at
+ * delay_ms + k * repeat_ms) and skips the periods a slow host missed: at
+ * most one of its events waits undelivered, so there is no catch-up burst.
+ * Where the events come out: single loop, nsv_poll and nsv_run (whose
+ * poll timeout wakes for the next due timer); sharded, they belong to
+ * worker 0: the host's nsv_poll returns them with the other events,
+ * nsv_poll_worker returns them from worker 0 only, and in callback mode
+ * worker 0's thread calls the callback. Returns the timer id (> 0, counting
+ * up, never reused in the server's life), or NSV_EINVAL / NSV_ERANGE /
+ * NSV_ENOMEM with a detail. From any thread (one added while a poll sleeps
+ * wakes it). Live timers are freed by nsv_server_free. Since 1.1. */
 NSV_API int64_t nsv_timer_add(nsv_server *srv, int64_t delay_ms, int64_t repeat_ms, uint64_t tag);
-/* METHOD: cancel a timer; no TIMER event for it is delivered after the
- * call returns (on the polling thread; from other threads one already on
- * its way may still arrive). NSV_ENOTFOUND for an unknown or finished
- * timer. From any thread. Since 1.1. */
+/* METHOD: cancel a timer and free it. After the call returns no TIMER event
+ * of it is delivered, not even one already due and queued (a thread polling
+ * at the same moment may still be handing out one it took before). A
+ * one-shot timer is finished once its event was delivered: cancelling it
+ * then, or an unknown or cancelled id, returns NSV_ENOTFOUND; an id <= 0
+ * NSV_EINVAL. Safe inside the timer's own event or callback. From any
+ * thread. Since 1.1. */
 NSV_API int nsv_timer_cancel(nsv_server *srv, int64_t timer);
-/* METHOD: deliver a WAKEUP event for a connection, carrying len bytes of
- * payload (at most 65536), from any thread (the nanosrv seed's
- * wakeup(conn, data)): the event comes out of the poll that delivers that
- * connection's events, in order with them. NSV_ESTALE for a connection
- * that is not open, NSV_ETOOBIG past the payload limit. Since 1.1. */
+/* METHOD: deliver a WAKEUP event for a connection (conn, its tag and peer,
+ * body = a copy of the len bytes of data, at most 65536; data may be NULL
+ * when len is 0), from any thread (the nanosrv seed's wakeup(conn, data)).
+ * The event goes through the loop that owns the connection, so it comes
+ * out of the poll that delivers that connection's events (on a sharded
+ * server: nsv_poll, or nsv_poll_worker of its worker), in order with them:
+ * after the events that loop produced before, and before the effects of
+ * calls on the connection made after this one returns (a reply, a send
+ * and what the peer answers). Wakeups from one thread keep their order.
+ * NSV_ESTALE for a connection that is not open; one that closes before its
+ * loop takes the wakeup gets no WAKEUP (its CLOSE comes instead).
+ * NSV_ETOOBIG past 65536 bytes, NSV_EINVAL for NULL data with len > 0.
+ * Since 1.1. */
 NSV_API int nsv_wakeup_conn(nsv_server *srv, uint64_t conn, const char *data, size_t len);
 /* METHOD: graceful stop, waiting for its end: nsv_drain_start(timeout_ms),
  * then return once every connection is closed or timeout_ms passed (then

@@ -343,6 +343,7 @@ static int loop_step(nsv__loop *l, int timeout_ms)
     }
     l->io_skips = 0;
     int r = nsv__loop_run_once(l, l->events.count ? 0 : timeout_ms);
+    nsv__cmd_run(l); /* what woke the poll (a wakeup's event) goes out with this batch */
     nsv__drain_check(l);
     return r;
 }

@@ -129,6 +129,12 @@ int nsv__evq_copy_out(nsv__loop *l, nsv_event *evs, int max, char *arena, size_t
                 return NSV_ENOBUFS;
             break;
         }
+        if (((const nsv_event *)(e + HDR))->type == NSV_EV_TIMER &&
+            !nsv__timer_deliver(l, (int64_t)((const nsv_event *)(e + HDR))->conn)) {
+            q->rd += sz; /* cancelled while it waited: dropped */
+            q->count--;
+            continue;
+        }
         uint32_t base = (uint32_t)*aoff;
         memcpy(arena + base, e + HDR + sizeof(nsv_event), dl);
         nsv_event *ev = &evs[n];

@@ -49,6 +49,7 @@ nsv__loop *nsv__loop_new(nsv_server *s, int idx)
     pthread_mutex_init(&l->qlock, NULL);
     pthread_cond_init(&l->qcond, NULL);
     pthread_mutex_init(&l->cmdlock, NULL);
+    nsv__timers_init(&l->timers);
     l->locks_ready = 1;
     l->now = nsv_millis();
     l->next_sweep = l->now + NSV__SWEEP_MS;
@@ -91,6 +92,7 @@ void nsv__loop_free(nsv__loop *l)
     nsv__free(a, l->events.p);
     nsv__free(a, l->scratch);
     nsv__free(a, l->http);
+    nsv__timers_free(l->srv, &l->timers);
     if (l->locks_ready) {
         pthread_mutex_destroy(&l->qlock);
         pthread_cond_destroy(&l->qcond);
@@ -746,6 +748,9 @@ int nsv__loop_run_once(nsv__loop *l, int timeout_ms)
     int64_t until_sweep = l->next_sweep - l->now;
     if ((l->nused || l->accept_pause_end) && (timeout_ms < 0 || timeout_ms > until_sweep))
         timeout_ms = until_sweep < 0 ? 0 : (int)until_sweep;
+    int64_t until_timer = nsv__timers_wait(l);
+    if (until_timer >= 0 && (timeout_ms < 0 || timeout_ms > until_timer))
+        timeout_ms = (int)until_timer;
     if (l->dirty || l->held || nsv__tls_has_ready(l))
         timeout_ms = 0; /* buffered requests, held output or decrypted bytes wait */
     int n = epoll_wait(l->epfd, evs, 256, timeout_ms);
@@ -769,6 +774,7 @@ int nsv__loop_run_once(nsv__loop *l, int timeout_ms)
         }
     }
     nsv__tls_run_pending(l, on_conn_event);
+    nsv__timers_fire(l);
     if (l->now >= l->next_sweep)
         sweep(l);
     nsv__loop_flush_dirty(l);

@@ -165,6 +165,18 @@ typedef struct nsv__evq {
     uint32_t count;
 } nsv__evq;
 
+/* Host timers (timer.c): only loop 0 fires them; any thread adds and cancels. */
+typedef struct nsv__timers {
+    pthread_mutex_t lock;      /* guards everything below but next_due */
+    struct nsv__timer *rec;    /* records; free ones are chained from `free` */
+    uint32_t *heap;            /* record indices, earliest due first */
+    uint32_t *hash;            /* id -> record index (UINT32_MAX empty), hcap a power of 2 */
+    uint32_t cap, nheap, nlive, hcap, free;
+    int64_t last_id;           /* ids count up from 1 and are never reused */
+    _Atomic int64_t next_due;  /* earliest due time, INT64_MAX none: read by the poll unlocked */
+    int ready;
+} nsv__timers;
+
 struct nsv__loop {
     nsv_server *srv;
     int idx;
@@ -209,6 +221,7 @@ struct nsv__loop {
     atomic_int throttled;   /* stream reads stopped until the host drains events */
     uint64_t *throttled_ids; /* ids of the connections stopped */
     uint32_t nthrottled, throttled_cap;
+    nsv__timers timers;
 };
 
 /* Per-slot ticket readable from any thread: (generation << 3) | wsok | state.
@@ -344,6 +357,15 @@ int64_t nsv__buf_grow_cap(uint32_t cap, uint64_t need);
 int nsv__buf_reserve(nsv__loop *l, nsv__buf *b, size_t extra);
 void nsv__buf_release(nsv__loop *l, nsv__buf *b);
 int nsv__buf_append(nsv__loop *l, nsv__buf *b, const void *p, size_t n);
+
+/* timer.c */
+void nsv__timers_init(nsv__timers *t);
+void nsv__timers_free(nsv_server *s, nsv__timers *t);
+int64_t nsv__timer_add(nsv__loop *l, int64_t delay_ms, int64_t repeat_ms, uint64_t tag);
+int nsv__timer_cancel(nsv__loop *l, int64_t id);
+int64_t nsv__timers_wait(nsv__loop *l);
+int nsv__timer_deliver(nsv__loop *l, int64_t id);
+void nsv__timers_fire(nsv__loop *l);
 
 /* evq.c */
 char *nsv__evq_push(nsv__loop *l, nsv_event **ev, size_t data_len);

@@ -95,6 +95,7 @@ class Socket extends Duplex {
     this._held = null; // the write callback waiting for room
     this._retry = null; // a chunk refused with NSV_EAGAIN, sent again once drained
     this._gone = false; // the library closed the connection
+    this._eof = false; // the peer ended its side
     this._timeoutMs = 0;
     this._timer = null;
   }
@@ -159,7 +160,7 @@ class Socket extends Duplex {
     if (!this.push(buf)) this._pauseLib(true);
   }
 
-  _tcpEnd() { this.push(null); }
+  _tcpEnd() { this._eof = true; this.push(null); }
 
   _tcpWritable(ok) {
     this._over = !ok;
@@ -184,10 +185,11 @@ class Socket extends Duplex {
     this._gone = true;
     this._unuse();
     if (this.destroyed) return;
-    if (this.readableEnded || this.writableFinished || this.readable === false) {
-      // Both sides done (or ours was): an orderly close.
-      if (!this.readableEnded) this.push(null);
-      this.destroy();
+    if (this._eof) {
+      // An orderly close: what is still buffered is read first ('end'),
+      // then the stream closes.
+      if (this.readableEnded) this.destroy();
+      else this.once('end', () => process.nextTick(() => this.destroy()));
       return;
     }
     const e = new Error('read ECONNRESET');

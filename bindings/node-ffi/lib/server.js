@@ -232,12 +232,11 @@ class Server extends EventEmitter {
 
   // The pump (and with it a sharded server's workers) starts on the next
   // turn, so listeners opened in the same turn are all taken.
-  _startPump(now) {
+  _startPump() {
     if (this._pump) return;
     this._pump = new Pump(this._n, this._h, this.sharded, () => this._drain(), (e) => this.emit('error', e));
     if (this._unref) this._pump.setRef(false);
-    if (now) this._pump.start();
-    else setImmediate(() => { if (!this._closed) this._pump.start(); });
+    setImmediate(() => { if (!this._closed) this._pump.start(); });
   }
 
   // Keeps the process alive (default) or not while the server runs.
@@ -736,7 +735,7 @@ class Server extends EventEmitter {
     const id = check(this._f.nsv_connect(this._h, ub, ub.length), () => `connect ${url}: ${this._detail()}`);
     const conn = typeof id === 'bigint' && id < 0x20000000000000n ? Number(id) : id;
     this._tcp.set(conn, endpoint);
-    this._startPump(true);
+    this._startPump(); // never drains here: 'connect' and 'error' come on a later turn
     return conn;
   }
 

@@ -74,7 +74,7 @@ class Socket extends Duplex {
       allowHalfOpen: !!opts.allowHalfOpen,
       readableHighWaterMark: opts.readableHighWaterMark,
       writableHighWaterMark: opts.writableHighWaterMark,
-      emitClose: true,
+      emitClose: false, // 'close' carries hadError, as node:net's does (see _destroy)
     });
     this._srv = null;
     this._conn = null;
@@ -285,6 +285,7 @@ class Socket extends Duplex {
     if (this._held) { const h = this._held; this._held = null; h(err || undefined); }
     this.connecting = false;
     cb(err);
+    process.nextTick(() => this.emit('close', !!err)); // after 'error'
   }
 
   // ---- the rest of net.Socket ----

@@ -289,6 +289,8 @@ describe('nanosrv/net in process', { timeout: 120000 }, () => {
     assert.strictEqual(b.toString(), 'payload');
     c.destroy();
     await once(server, 'close');
+    // The library closes the connection once our end is flushed (bounded wait).
+    for (let i = 0; i < 2000 && srv.wakeup(server, 'late'); i++) await new Promise((r) => setTimeout(r, 5));
     assert.strictEqual(srv.wakeup(server, 'late'), false); // gone: false, no exception
     srv.close();
   });

@@ -143,16 +143,19 @@ describe('examples/tcp_echo.js with raw sockets', { timeout: 120000 }, () => {
 });
 
 describe('nanosrv/net in process', { timeout: 120000 }, () => {
-  async function listen(opts, onConn) {
+  // A listening server, closed (and unref'd, so that a failed test cannot
+  // hold the process) when the test ends.
+  async function listen(t, opts, onConn) {
     const srv = net.createServer(opts, onConn);
     srv.listen(0, '127.0.0.1');
     await once(srv, 'listening');
+    t.after(() => { srv.unref(); if (srv.listening) srv.close(); });
     return srv;
   }
 
-  test('address, remote address and port, byte counts, close', async () => {
+  test('address, remote address and port, byte counts, close', async (t) => {
     let server;
-    const srv = await listen({}, (s) => {
+    const srv = await listen(t, {}, (s) => {
       server = s;
       s.on('data', (d) => s.end(d));
     });
@@ -175,11 +178,11 @@ describe('nanosrv/net in process', { timeout: 120000 }, () => {
     assert.strictEqual(srv.listening, false);
   });
 
-  test('pause() stops reading the socket, resume() takes it up again', async () => {
+  test('pause() stops reading the socket, resume() takes it up again', async (t) => {
     const total = 32 << 20;
     let server;
     const done = new Promise((resolve) => {
-      listen({ pauseOnConnect: true }, (s) => {
+      listen(t, { pauseOnConnect: true }, (s) => {
         server = s;
         const h = crypto.createHash('sha256');
         let n = 0;
@@ -211,10 +214,10 @@ describe('nanosrv/net in process', { timeout: 120000 }, () => {
     done.srv.close();
   });
 
-  test("write() returns false past the high water mark and 'drain' follows", async () => {
+  test("write() returns false past the high water mark and 'drain' follows", async (t) => {
     const chunk = Buffer.alloc(65536, 7);
     let falseAt = -1, written = 0, drained = false;
-    const srv = await listen({}, (s) => {
+    const srv = await listen(t, {}, (s) => {
       for (let i = 0; i < 4096 && falseAt < 0; i++) { // at most 256 MiB
         written += chunk.length;
         if (!s.write(chunk)) falseAt = written;
@@ -237,11 +240,12 @@ describe('nanosrv/net in process', { timeout: 120000 }, () => {
     srv.close();
   });
 
-  test('destroy() resets the connection; end() half-closes', async () => {
-    const srv = await listen({ allowHalfOpen: true }, (s) => {
-      s.on('data', (d) => {
-        if (d.toString() === 'reset') s.destroy();
-        else s.end('bye');
+  test('destroy() resets the connection; end() half-closes', async (t) => {
+    const srv = await listen(t, { allowHalfOpen: true }, (s) => {
+      s.once('data', (d) => {
+        if (d.toString() === 'reset') { s.destroy(); return; }
+        s.end('bye');
+        s.on('data', () => {}); // our side is ended; the client's is read on (allowHalfOpen)
       });
     });
     const port = srv.address().port;
@@ -261,7 +265,7 @@ describe('nanosrv/net in process', { timeout: 120000 }, () => {
     srv.close();
   });
 
-  test('connect errors carry the node:net codes', async () => {
+  test('connect errors carry the node:net codes', async (t) => {
     const probe = realNet.createServer();
     probe.listen(0, '127.0.0.1');
     await once(probe, 'listening');
@@ -275,9 +279,9 @@ describe('nanosrv/net in process', { timeout: 120000 }, () => {
     assert.throws(() => net.connect({ port: 70000 }), { code: 'ERR_SOCKET_BAD_PORT' });
   });
 
-  test('server.wakeup(socket, data): the socket and the server emit it', async () => {
+  test('server.wakeup(socket, data): the socket and the server emit it', async (t) => {
     let server;
-    const srv = await listen({}, (s) => { server = s; s.resume(); });
+    const srv = await listen(t, {}, (s) => { server = s; s.resume(); });
     const c = realNet.connect(srv.address().port, '127.0.0.1');
     await once(c, 'connect');
     while (!server) await new Promise((r) => setImmediate(r));

@@ -21,8 +21,38 @@ export interface ServerOptions {
   handler?: Handler;
   /** highWaterMark of streamed request bodies (default 64 KiB): past it reading pauses in C. */
   bodyHighWaterMark?: number;
-  /** Library options in camelCase: maxBody, maxHeaderBytes, requestTimeoutMs, idleTimeoutMs, maxConns, streamBody, tcpHighWater, ... */
+  /** Library options in camelCase: maxBody, maxHeaderBytes, requestTimeoutMs, idleTimeoutMs, maxConns, streamBody, tcpHighWater, ...
+   * and the string options: tlsCertFile, tlsKeyFile, tlsCertPem, tlsKeyPem, tlsCaFile, tlsCaPem, tlsKeyPassword,
+   * tlsClientCaFile, tlsClientCaPem, gzipTypes (string or Buffer); tlsVerifyClient (0 none, 1 optional, 2 required),
+   * tlsVerifyServer (outbound, default 1). */
   [option: string]: unknown;
+}
+
+/** TLS details of a request or WebSocket on an https/wss listener. */
+export interface TlsInfo {
+  /** The server name the client asked for (SNI), '' if none. */
+  servername: string;
+  /** Subject of the client certificate verified against tlsCaFile/tlsCaPem, e.g. 'CN=alice, O=Example'; '' if none. */
+  subject: string;
+  /** A client certificate was verified. */
+  authorized: boolean;
+}
+
+/** The part of http.IncomingMessage#socket a handler reads. */
+export interface RequestSocket {
+  readonly encrypted: boolean;
+  readonly remoteAddress: string | undefined;
+  readonly remotePort: number;
+  /** TLS details on https, null on http. */
+  readonly tls: TlsInfo | null;
+  readonly socket: RequestSocket;
+  readonly protocol: 'http' | 'https';
+  readonly secure: boolean;
+  /** SNI name, false when the client sent none; undefined on plain http. */
+  readonly servername: string | false | undefined;
+  readonly authorized: boolean | undefined;
+  /** { subject: { CN, O, ... }, subjectString } of the verified client certificate, {} when none. */
+  getPeerCertificate(): { subject?: Record<string, string>; subjectString?: string };
 }
 
 export class NanosrvError extends Error {
@@ -200,6 +230,8 @@ export class Response {
   readonly writableEnded: boolean;
   /** The connection closed before the reply. */
   readonly destroyed: boolean;
+  /** The client left: end()/write()/sendFile() are no-ops (write() returns false). */
+  readonly closed: boolean;
   setHeader(name: string, value: string | number | Array<string | number>): this;
   getHeader(name: string): string | number | Array<string | number> | undefined;
   getHeaders(): Record<string, string | number | Array<string | number>>;
@@ -239,6 +271,8 @@ export class WebSocket {
   readonly url: string;
   readonly remoteAddress: string;
   readonly remotePort: number;
+  /** TLS details on wss://, null otherwise. */
+  readonly tls: TlsInfo | null;
   readyState: 0 | 1 | 2 | 3;
   /** Free for the application. */
   data: Record<string, any>;
@@ -275,15 +309,29 @@ export class Server {
   ws(pattern: string, handlers: WebSocketHandlers): this;
   broadcast(pattern: string, data: string | Buffer | Uint8Array): number;
   listen(port?: number, host?: string): Promise<number>;
+  /** listen('https://127.0.0.1:8443'): http, https, ws, wss, tcp or tls URL; resolves with the bound port. */
+  listen(url: string): Promise<number>;
+  /** Whether the server keeps the process alive (default: it does). */
+  ref(): this;
+  unref(): this;
+  /** A WAKEUP for conn carrying data: the server emits 'wakeup' (conn, data). False when the connection is gone. */
+  wakeup(conn: ConnId, data?: string | Uint8Array): boolean;
+  /** A library timer, delivered with the server's events: fn after ms, then every repeat ms if repeat > 0. Returns its id. */
+  timer(ms: number, fn: () => void, repeat?: number): number;
+  /** Cancels a timer; false when it is unknown or done. */
+  clearTimer(id: number): boolean;
   address(): { port: number } | null;
   close(timeoutMs?: number): Promise<void>;
-  setOption(name: string, value: number | bigint | boolean): this;
+  setOption(name: string, value: number | bigint | boolean | string | Buffer | null): this;
   getOption(name: string): number;
-  reply(conn: ConnId, status: number, headers?: Record<string, string | number> | null, body?: Body): void;
+  /** Complete reply by connection id. Headers are checked as res.setHeader checks them (TypeError).
+   * Returns false, without an exception, when the client has left. */
+  reply(conn: ConnId, status: number, headers?: Record<string, string | number | Array<string | number>> | Array<string | number> | null, body?: Body): boolean;
   closeConnection(conn: ConnId): void;
   on(event: 'listening', listener: (port: number) => void): this;
   on(event: 'close', listener: () => void): this;
   on(event: 'error', listener: (err: Error) => void): this;
+  on(event: 'wakeup', listener: (conn: ConnId, data: Buffer) => void): this;
   on(event: 'clientError', listener: (err: NanosrvError, conn: ConnId) => void): this;
   on(event: 'handlerError', listener: (err: unknown, req: Request | null, res: Response | null) => void): this;
 }

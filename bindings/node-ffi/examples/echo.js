@@ -5,7 +5,11 @@
 //   node examples/echo.js --port N [--threads N] [--busy-us N] [--routes N]
 //        [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]
 //        [--max-body N] [--max-header-bytes N] [--backend koffi|ffi-napi]
+//        [--cert FILE --key FILE [--ca FILE]]
 //
+// With --cert/--key it serves https and wss (the same contract); --ca asks
+// for client certificates verified against that CA (required), and the
+// JSON description then carries the SNI and the verified subject.
 // Prints "listening on PORT" once ready. POST|PUT /echo answers the body byte
 // for byte; /ws echoes WebSocket messages; POST /upload parses a
 // multipart/form-data body while it streams in and answers the JSON array
@@ -23,11 +27,12 @@ const LIMITS = {
 
 function usage() {
   process.stderr.write('usage: echo.js --port N [--threads N] [--busy-us N] [--routes N] [--backend koffi|ffi-napi]\n' +
-    '       [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N] [--max-body N] [--max-header-bytes N]\n');
+    '       [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N] [--max-body N] [--max-header-bytes N]\n' +
+    '       [--cert FILE --key FILE [--ca FILE]]\n');
   process.exit(2);
 }
 
-const args = { port: 8080, threads: 1, busyUs: 0, routes: 0, backend: undefined };
+const args = { port: 8080, threads: 1, busyUs: 0, routes: 0, backend: undefined, cert: null, key: null, ca: null };
 const opts = {};
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i += 2) {
@@ -38,6 +43,9 @@ for (let i = 0; i < argv.length; i += 2) {
   else if (flag === '--busy-us') args.busyUs = +v;
   else if (flag === '--routes') args.routes = +v;
   else if (flag === '--backend') args.backend = v;
+  else if (flag === '--cert') args.cert = v;
+  else if (flag === '--key') args.key = v;
+  else if (flag === '--ca') args.ca = v;
   else if (LIMITS[flag]) opts[LIMITS[flag]] = +v;
   else usage();
 }
@@ -90,13 +98,22 @@ function sse(req, res) {
   pump();
 }
 
+if (!args.cert !== !args.key || (args.ca && !args.cert)) usage();
+if (args.cert) {
+  opts.tlsCertFile = args.cert;
+  opts.tlsKeyFile = args.key;
+  if (args.ca) { opts.tlsCaFile = args.ca; opts.tlsVerifyClient = 2; }
+}
+
 async function main() {
   let srv;
   try {
     srv = nanosrv.createServer({ backend: args.backend, threads: args.threads, ...opts }, (req, res) => {
       if (args.busyUs) spin(args.busyUs);
       res.setHeader('Content-Type', 'application/json');
-      res.end(JSON.stringify({ method: req.method, path: clip(req.path), query: clip(req.querystring), body_len: req.bodyLength }));
+      const d = { method: req.method, path: clip(req.path), query: clip(req.querystring), body_len: req.bodyLength };
+      if (req.tls) { d.sni = req.tls.servername; d.subject = req.tls.subject; }
+      res.end(JSON.stringify(d));
     });
   } catch (e) {
     process.stderr.write(`echo.js: ${e.message}\n`);
@@ -118,7 +135,7 @@ async function main() {
   }
   let port;
   try {
-    port = await srv.listen(args.port, '0.0.0.0');
+    port = await srv.listen(args.cert ? `https://0.0.0.0:${args.port}` : args.port, '0.0.0.0');
   } catch (e) {
     process.stderr.write(`echo.js: listen: ${e.message}\n`);
     process.exit(1);

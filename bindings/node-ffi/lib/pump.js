@@ -27,6 +27,18 @@ class Pump {
     this._idle = 0;
     this._stopped = false;
     this._kick = () => this.kick();
+    this._ref = true;
+  }
+
+  // Whether the pump keeps the process alive (net.Server#unref and the
+  // shared client loop of lib/net.js turn it off).
+  setRef(on) {
+    this._ref = on;
+    const f = on ? 'ref' : 'unref';
+    if (this._sock) this._sock[f]();
+    if (this._timer) this._timer[f]();
+    if (this._imm) this._imm[f]();
+    if (this._interval) this._interval[f]();
   }
 
   start() {
@@ -40,6 +52,7 @@ class Pump {
         onread: { buffer: Buffer.alloc(256), callback: () => { if (!this._imm) this.kick(); } },
       });
       this._sock.on('error', this._onError);
+      if (!this._ref) this._sock.unref();
     }
     this.kick();
   }
@@ -54,8 +67,10 @@ class Pump {
     if (more || (!this._sharded && ++this._idle <= IDLE_SPINS)) {
       // Yield between rounds so timers and other I/O run under load.
       this._imm = setImmediate(this._kick);
+      if (!this._ref) this._imm.unref();
     } else if (!this._sharded) {
       this._timer = setTimeout(this._kick, 1);
+      if (!this._ref) this._timer.unref();
     }
   }
 

@@ -20,6 +20,17 @@ const C = require('./abi').constants;
 // left" (the server destroys the stream then), not "the body was read".
 const STREAM_OPTS = { autoDestroy: false, highWaterMark: 64 * 1024 };
 
+// "CN=alice, O=Example" -> { CN: 'alice', O: 'Example' } (a repeated
+// attribute keeps its last value, as far as getPeerCertificate goes).
+function parseSubject(text) {
+  const o = {};
+  for (const part of text.split(/,\s*/)) {
+    const i = part.indexOf('=');
+    if (i > 0) o[part.slice(0, i).trim()] = part.slice(i + 1);
+  }
+  return o;
+}
+
 class Request extends Readable {
   constructor(arena, u32, w, conn, srv, streamOpts) {
     super(streamOpts || STREAM_OPTS);
@@ -36,6 +47,14 @@ class Request extends Readable {
     this._bo = u32[w + W.body_off]; this._bl = u32[w + W.body_len];
     this._eo = u32[w + W.peer_off]; this._el = u32[w + W.peer_len];
     this.remotePort = u32[w + W.peer_port];
+    // TLS block "sni\0subject\0": small, read now (the arena is reused).
+    this.tls = null;
+    if (this.flags & C.NSV_EVF_TLS) {
+      const to = u32[w + W.tls_off], tl = u32[w + W.tls_len];
+      const parts = tl ? arena.toString('utf8', to, to + tl).split('\0') : ['', ''];
+      this.tls = { servername: parts[0] || '', subject: parts[1] || '', authorized: !!parts[1] };
+    }
+    this._socket = undefined;
     this.streaming = (this.flags & C.NSV_EVF_STREAM_BODY) !== 0;
     this.complete = !this.streaming; // the whole body has arrived
     this.aborted = false; // the client left before the body was complete
@@ -83,6 +102,26 @@ class Request extends Readable {
   get url() { return this._ql ? `${this.path}?${this.querystring}` : this.path; }
   get httpVersion() { return this.flags & C.NSV_EVF_HTTP10 ? '1.0' : '1.1'; }
   get remoteAddress() { return this._str(this._eo, this._el); }
+  // 'https' on a TLS connection (as Express's req.protocol), else 'http'.
+  get protocol() { return this.tls ? 'https' : 'http'; }
+  get secure() { return this.tls !== null; }
+  // The part of http.IncomingMessage#socket that describes the peer:
+  // encrypted, servername (SNI), authorized (a client certificate was
+  // verified against tlsCaFile/tlsCaPem), getPeerCertificate() with
+  // { subject: { CN, O, ... }, subjectString } or {} when none.
+  get socket() {
+    if (this._socket !== undefined) return this._socket;
+    const tls = this.tls;
+    const sock = {
+      encrypted: tls !== null,
+      remoteAddress: this._el ? this.remoteAddress : undefined,
+      remotePort: this.remotePort,
+      servername: tls ? tls.servername || false : undefined,
+      authorized: tls ? tls.authorized : undefined,
+      getPeerCertificate: () => (tls && tls.subject ? { subject: parseSubject(tls.subject), subjectString: tls.subject } : {}),
+    };
+    return (this._socket = sock);
+  }
   get bodyLength() { return this._bl; }
 
   // Header names lower-cased, repeated headers joined with ', ' (set-cookie

@@ -23,6 +23,34 @@ function checkStatus(status) {
   }
 }
 
+// "Name: value\r\n" lines of a { name: value | [values] } object or a flat
+// [name, value, ...] array, each checked as res.setHeader checks it.
+function headerBlock(headers) {
+  if (headers == null) return '';
+  if (typeof headers !== 'object') throw typeError('headers', 'an object or array', headers);
+  let s = '';
+  const one = (k, v) => {
+    if (typeof k !== 'string' || !TOKEN.test(k)) throw typeError('header name', 'a valid HTTP token', k);
+    for (const x of Array.isArray(v) ? v : [v]) {
+      if (typeof x !== 'string' && typeof x !== 'number') throw typeError(`value of header '${k}'`, 'a string or number', x);
+      const sx = String(x);
+      if (BAD_VALUE.test(sx)) {
+        const e = new TypeError(`Invalid character in header content ["${k}"]`);
+        e.code = 'ERR_INVALID_CHAR';
+        throw e;
+      }
+      s += `${k}: ${sx}\r\n`;
+    }
+  };
+  if (Array.isArray(headers)) {
+    if (headers.length % 2) throw typeError('headers', 'an array of name, value pairs', headers);
+    for (let i = 0; i < headers.length; i += 2) one(headers[i], headers[i + 1]);
+  } else {
+    for (const k of Object.keys(headers)) one(k, headers[k]);
+  }
+  return s;
+}
+
 class Response {
   constructor(server, conn, req) {
     this._srv = server;
@@ -206,17 +234,7 @@ class Response {
     let status = opts.status === undefined ? (this.statusCode === 200 ? 0 : this.statusCode) : opts.status;
     if (status !== 0) checkStatus(status);
     // opts.headers go into this answer only (a miss leaves res untouched).
-    let extra = '';
-    if (opts.headers) {
-      for (const k of Object.keys(opts.headers)) {
-        const v = opts.headers[k];
-        if (!TOKEN.test(k)) throw typeError('header name', 'a valid HTTP token', k);
-        for (const x of Array.isArray(v) ? v : [v]) {
-          if ((typeof x !== 'string' && typeof x !== 'number') || BAD_VALUE.test(String(x))) throw typeError(`value of header '${k}'`, 'a string or number without control characters', x);
-          extra += `${k}: ${x}\r\n`;
-        }
-      }
-    }
+    const extra = headerBlock(opts.headers);
     const { staticFlags } = require('./server');
     if (this.destroyed) { this.writableEnded = this.headersSent = true; return this; }
     if (!this._srv._replyFile(this, status, root, path, staticFlags(opts), extra)) {
@@ -275,6 +293,10 @@ class Response {
     if (l) for (const fn of l.slice()) fn();
   }
 
+  // True once the client left: end(), write() and sendFile() are then
+  // no-ops (a late reply is not an error), write() returns false.
+  get closed() { return this.destroyed; }
+
   _closed() {
     if (this.destroyed) return;
     this.destroyed = true;
@@ -283,4 +305,4 @@ class Response {
   }
 }
 
-module.exports = { Response, checkBody, checkStatus };
+module.exports = { Response, checkBody, checkStatus, headerBlock };

@@ -7,16 +7,21 @@ const { check, nsvError, typeError } = require('./errors');
 const { PollBuffers, connId, W } = require('./events');
 const { ReplyBatch } = require('./replies');
 const { Request } = require('./request');
-const { Response, checkBody } = require('./response');
+const { Response, checkBody, checkStatus, headerBlock } = require('./response');
+const crypto = require('crypto');
 const { WebSocket } = require('./websocket');
 const { Pump } = require('./pump');
 
 const EMPTY = Buffer.alloc(0);
+// String option ids start here (enum nsv_str_option).
+const STR_OPTION_MIN = C.NSV_OPT_TLS_CERT_FILE;
 // What the library answered when it ended a streamed body.
 const STATUS_OF = { [C.NSV_ETOOBIG]: 413, [C.NSV_ETIMEDOUT]: 408, [C.NSV_EPARSE]: 400 };
 // Options handled by the binding; every other key is a library option, given
 // in camelCase (maxBody -> NSV_OPT_MAX_BODY via nsv_opt_by_name).
 const OWN = new Set(['backend', 'library', 'threads', 'maxEvents', 'arenaSize', 'handler', 'bodyHighWaterMark']);
+// URL schemes listen() accepts as a string.
+const SCHEMES = /^(https?|wss?|tcp|tls):\/\//;
 
 // Flags of nsv_serve_dir / nsv_reply_file by option name.
 const STATIC_FLAGS = {
@@ -66,6 +71,12 @@ class Server extends EventEmitter {
     if (hwm !== undefined && (!Number.isInteger(hwm) || hwm < 1)) throw typeError('bodyHighWaterMark', 'a positive integer', hwm);
     this._streamOpts = hwm === undefined ? null : { autoDestroy: false, highWaterMark: hwm };
     this._sockets = new Map(); // conn -> WebSocket
+    this._tcp = new Map(); // conn -> raw TCP endpoint (lib/net.js Socket)
+    this._tcpAccept = null; // (conn, info) -> endpoint, for tcp:// and tls:// listeners
+    // Payload of the wakeups the binding sends itself (write acknowledgements),
+    // unguessable so that an application's own wakeup is never taken for one.
+    this._ackMark = crypto.randomBytes(16);
+    this._timers = new Map(); // timer id -> callback
     this._live = []; // requests of the current batch
     this._inDrain = false;
     this._flushQueued = false;
@@ -81,11 +92,21 @@ class Server extends EventEmitter {
 
   // ---- configuration ----
 
+  // Integer options take numbers or booleans; string options (tlsCertFile,
+  // tlsKeyPem, tlsKeyPassword, tlsCaFile, tlsClientCaPem, gzipTypes, ...)
+  // take a string or Buffer (null or '' clears one).
   setOption(name, value) {
     if (typeof name !== 'string') throw typeError('option name', 'a string', name);
-    if (typeof value !== 'number' && typeof value !== 'bigint' && typeof value !== 'boolean') throw typeError(`option ${name}`, 'a number', value);
     const nb = Buffer.from(snake(name));
     const id = check(this._f.nsv_opt_by_name(nb, nb.length), `unknown option '${name}'`);
+    if (id >= STR_OPTION_MIN) {
+      if (value != null && typeof value !== 'string' && !(value instanceof Uint8Array)) throw typeError(`option ${name}`, 'a string or Buffer', value);
+      const vb = value == null ? EMPTY : toBuf(value);
+      // The value is never echoed: it may be a key or a password.
+      check(this._f.nsv_set_str(this._h, id, vb, vb.length), () => `option ${name}: ${this._detail()}`);
+      return this;
+    }
+    if (typeof value !== 'number' && typeof value !== 'bigint' && typeof value !== 'boolean') throw typeError(`option ${name}`, 'a number', value);
     check(this._f.nsv_set_int(this._h, id, typeof value === 'boolean' ? +value : value), () => `option ${name}=${value}`);
     this._hw = this._mo = undefined;
     return this;
@@ -178,24 +199,49 @@ class Server extends EventEmitter {
 
   // ---- lifecycle ----
 
-  // Resolves with the bound port. host: IPv4/IPv6 literal or 'localhost'.
+  // Resolves with the bound port. listen(port, host): http on host (IPv4/IPv6
+  // literal or 'localhost'); listen(url): 'http://', 'https://', 'ws://',
+  // 'wss://', 'tcp://' or 'tls://' host:port (TLS needs tlsCertFile/tlsKeyFile
+  // or their Pem forms first). A sharded server's workers start on the
+  // turn after the first listen(): listen() calls made in the same turn
+  // all count, later ones are refused (NSV_ESTATE).
   listen(port = 0, host = '0.0.0.0') {
-    return new Promise((resolve) => {
+    return new Promise((resolve) => resolve(this._listenNow(port, host)));
+  }
+
+  _listenNow(port, host) {
+    let url;
+    if (typeof port === 'string') {
+      if (!SCHEMES.test(port)) throw typeError('url', "'http(s)://', 'ws(s)://', 'tcp://' or 'tls://' host:port", port);
+      url = port;
+    } else {
       if (!Number.isInteger(port) || port < 0 || port > 65535) throw typeError('port', 'an integer 0..65535', port);
       if (typeof host !== 'string') throw typeError('host', 'a string', host);
-      if (this._closing || this._closed) throw nsvError(C.NSV_ESTOPPED, 'server is closed');
-      const url = Buffer.from(`http://${host.includes(':') && host[0] !== '[' ? `[${host}]` : host}:${port}`);
-      const lid = this._f.nsv_listen(this._h, url, url.length);
-      check(lid, () => `${url} (${this._f.nsv_last_error_detail(this._h)})`);
-      this.port = check(this._f.nsv_listener_port(this._h, lid));
-      if (!this._pump) {
-        this._pump = new Pump(this._n, this._h, this.sharded, () => this._drain(), (e) => this.emit('error', e));
-        this._pump.start();
-      }
-      this.emit('listening', this.port);
-      resolve(this.port);
-    });
+      url = `http://${host.includes(':') && host[0] !== '[' ? `[${host}]` : host}:${port}`;
+    }
+    if (this._closing || this._closed) throw nsvError(C.NSV_ESTOPPED, 'server is closed');
+    const ub = Buffer.from(url);
+    const lid = this._f.nsv_listen(this._h, ub, ub.length);
+    check(lid, () => `${url} (${this._detail()})`);
+    const p = check(this._f.nsv_listener_port(this._h, lid));
+    if (this.port === null) this.port = p;
+    this._startPump();
+    this.emit('listening', p);
+    return p;
   }
+
+  // The pump (and with it a sharded server's workers) starts on the next
+  // turn, so listeners opened in the same turn are all taken.
+  _startPump() {
+    if (this._pump) return;
+    this._pump = new Pump(this._n, this._h, this.sharded, () => this._drain(), (e) => this.emit('error', e));
+    if (this._unref) this._pump.setRef(false);
+    setImmediate(() => { if (!this._closed) this._pump.start(); });
+  }
+
+  // Keeps the process alive (default) or not while the server runs.
+  ref() { this._unref = false; if (this._pump) this._pump.setRef(true); return this; }
+  unref() { this._unref = true; if (this._pump) this._pump.setRef(false); return this; }
 
   address() { return this.port === null ? null : { port: this.port }; }
 
@@ -221,6 +267,9 @@ class Server extends EventEmitter {
     this._pending.clear();
     for (const ws of this._sockets.values()) ws.readyState = WebSocket.CLOSED;
     this._sockets.clear();
+    const tcp = [...this._tcp.values()];
+    this._tcp.clear();
+    for (const ep of tcp) ep._tcpClose();
     this._f.nsv_server_free(this._h);
     this._h = null;
     this.emit('close');
@@ -278,7 +327,56 @@ class Server extends EventEmitter {
           try { req._bodyPiece(l ? Buffer.from(arena.subarray(o, o + l)) : EMPTY, eof); } catch (e) { this._failed(e, req, req._res); }
           break;
         }
-        case C.NSV_EV_CLOSE: this._onClose(conn); break;
+        case C.NSV_EV_CLOSE: {
+          const ep = this._tcp.get(conn);
+          if (ep !== undefined) { this._tcp.delete(conn); this._tcpCall(ep, '_tcpClose'); } else this._onClose(conn);
+          break;
+        }
+        case C.NSV_EV_TCP_OPEN: {
+          if (!this._tcpAccept) { this._f.nsv_abort(this._h, conn); break; }
+          const o = u32[w + W.peer_off];
+          const info = {
+            remoteAddress: arena.latin1Slice(o, o + u32[w + W.peer_len]), remotePort: u32[w + W.peer_port],
+            listener: u32[w + W.listener], encrypted: (u32[w + W.flags] & C.NSV_EVF_TLS) !== 0,
+          };
+          let ep;
+          try { ep = this._tcpAccept(conn, info); } catch (e) { this._f.nsv_abort(this._h, conn); this.emit('error', e); }
+          if (ep) this._tcp.set(conn, ep);
+          break;
+        }
+        case C.NSV_EV_TCP_DATA: {
+          const ep = this._tcp.get(conn);
+          if (ep === undefined) break;
+          const o = u32[w + W.body_off], l = u32[w + W.body_len];
+          // The arena is reused by the next poll: the stream gets a copy.
+          if (l) this._tcpCall(ep, '_tcpData', Buffer.from(arena.subarray(o, o + l)));
+          if (u32[w + W.flags] & C.NSV_EVF_EOF) this._tcpCall(ep, '_tcpEnd');
+          break;
+        }
+        case C.NSV_EV_TCP_CONNECTED: {
+          const ep = this._tcp.get(conn);
+          if (ep !== undefined) this._tcpCall(ep, '_tcpConnected', (u32[w + W.flags] & C.NSV_EVF_TLS) !== 0);
+          break;
+        }
+        case C.NSV_EV_WAKEUP: {
+          const o = u32[w + W.body_off], l = u32[w + W.body_len];
+          const ep = this._tcp.get(conn);
+          if (l === 16 && this._ackMark.equals(arena.subarray(o, o + l))) {
+            if (ep !== undefined) this._tcpCall(ep, '_tcpAck');
+            break;
+          }
+          const data = Buffer.from(arena.subarray(o, o + l));
+          if (ep !== undefined && ep.listenerCount('wakeup')) this._tcpCall(ep, 'emit', 'wakeup', data);
+          this.emit('wakeup', conn, data);
+          break;
+        }
+        case C.NSV_EV_TIMER: {
+          const t = this._timers.get(conn);
+          if (t === undefined) break;
+          if (!t.repeat) this._timers.delete(conn);
+          try { t.fn(); } catch (e) { this.emit('error', e); }
+          break;
+        }
         case C.NSV_EV_WS_OPEN: this._onWsOpen(new Request(arena, u32, w, conn, this)); break;
         case C.NSV_EV_WS_MESSAGE: this._onWs(conn, 'message', u32, i32, w, arena); break;
         case C.NSV_EV_WS_CLOSE: this._onWs(conn, 'close', u32, i32, w, arena); break;
@@ -288,6 +386,8 @@ class Server extends EventEmitter {
           const o = u32[w + W.body_off];
           const msg = arena.latin1Slice(o, o + u32[w + W.body_len]);
           const err = nsvError(i32[w + W.code], msg);
+          const ep = conn ? this._tcp.get(conn) : undefined;
+          if (ep !== undefined) { this._tcpCall(ep, '_tcpError', err); break; }
           const req = conn ? this._bodies.get(conn) : undefined;
           if (req !== undefined) { // a limit or the client ended a streamed body
             this._bodies.delete(conn);
@@ -302,7 +402,9 @@ class Server extends EventEmitter {
           if (res !== undefined) this._hangup(res);
           break;
         }
-        case C.NSV_EV_TCP_WRITABLE: { // a streamed reply's output crossed a water mark
+        case C.NSV_EV_TCP_WRITABLE: { // output crossed a water mark
+          const ep = this._tcp.get(conn);
+          if (ep !== undefined) { this._tcpCall(ep, '_tcpWritable', i32[w + W.code] !== 0); break; }
           const res = this._pending.get(conn);
           if (res !== undefined) {
             // A throwing 'drain' listener must not cost the rest of the batch.
@@ -310,7 +412,7 @@ class Server extends EventEmitter {
           }
           break;
         }
-        default: break; // raw TCP events: not used by this binding
+        default: break;
       }
     }
   }
@@ -603,15 +705,93 @@ class Server extends EventEmitter {
   // Complete reply by connection id; throws NSV_ESTALE, NSV_ESTATE, ...
   reply(conn, status, headers, body) {
     if (typeof conn !== 'number' && typeof conn !== 'bigint') throw typeError('conn', 'a number or bigint', conn);
-    if (!Number.isInteger(status)) throw typeError('status', 'an integer', status);
+    checkStatus(status);
     checkBody(body, 'body');
-    let head = '';
-    if (headers) for (const k of Object.keys(headers)) head += `${k}: ${headers[k]}\r\n`;
+    // The same rules as res.setHeader: nothing reaches the wire unchecked.
+    const head = headerBlock(headers);
     this._direct();
     const hb = Buffer.from(head, 'latin1'), bb = toBuf(body);
-    check(this._f.nsv_reply(this._h, conn, status, hb, hb.length, bb, bb.length), () => `reply to ${conn}`);
+    const r = this._f.nsv_reply(this._h, conn, status, hb, hb.length, bb, bb.length);
     const res = this._pending.get(conn);
+    if (r === C.NSV_ESTALE) { // the client left: a late reply is a no-op
+      if (res) { this._pending.delete(conn); res._closed(); }
+      return false;
+    }
+    check(r, () => `reply to ${conn}: ${this._detail()}`);
     if (res) { this._pending.delete(conn); res.writableEnded = res.headersSent = true; }
+    return true;
+  }
+
+  // ---- raw TCP and wakeups ----
+
+  // Opens an outbound connection ('tcp://host:port' or 'tls://host:port',
+  // verified against tlsClientCaFile/tlsClientCaPem or the system bundle
+  // unless tlsVerifyServer is 0). endpoint gets the _tcp* calls
+  // (lib/net.js Socket). Returns the connection id.
+  _tcpConnect(url, endpoint) {
+    if (this._closing || this._closed) throw nsvError(C.NSV_ESTOPPED, 'server is closed');
+    this._direct();
+    const ub = Buffer.from(url);
+    const id = check(this._f.nsv_connect(this._h, ub, ub.length), () => `connect ${url}: ${this._detail()}`);
+    const conn = typeof id === 'bigint' && id < 0x20000000000000n ? Number(id) : id;
+    this._tcp.set(conn, endpoint);
+    this._startPump(); // never drains here: 'connect' and 'error' come on a later turn
+    return conn;
+  }
+
+  // nsv_send: 0, or NSV_ESTALE / NSV_EAGAIN for the caller; throws others.
+  _tcpSend(conn, buf) {
+    this._direct();
+    const r = this._f.nsv_send(this._h, conn, buf, buf.length);
+    if (r < 0 && r !== C.NSV_ESTALE && r !== C.NSV_EAGAIN) throw nsvError(r, `send: ${this._detail()}`);
+    return r;
+  }
+
+  _tcpOp(fn, conn, ...args) {
+    if (this._h === null) return C.NSV_ESTALE;
+    this._direct();
+    return this._f[fn](this._h, conn, ...args);
+  }
+
+  _tcpAskAck(conn) {
+    return this._tcpOp('nsv_wakeup_conn', conn, this._ackMark, this._ackMark.length);
+  }
+
+  _tcpCall(ep, fn, ...args) {
+    try { ep[fn](...args); } catch (e) { process.nextTick(() => { throw e; }); }
+  }
+
+  // A WAKEUP event for conn carrying data, from this thread (worker
+  // threads can call nsv_wakeup_conn through their own binding); the
+  // server emits 'wakeup' (conn, data) and a net Socket of that connection
+  // too. Returns false when the connection is gone.
+  wakeup(conn, data) {
+    if (typeof conn !== 'number' && typeof conn !== 'bigint') throw typeError('conn', 'a number or bigint', conn);
+    checkBody(data, 'data');
+    const b = toBuf(data);
+    if (this._h === null) return false;
+    const r = this._f.nsv_wakeup_conn(this._h, conn, b, b.length);
+    if (r === C.NSV_ESTALE) return false;
+    check(r, () => `wakeup ${conn}: ${this._detail()}`);
+    return true;
+  }
+
+  // A library timer (NSV_EV_TIMER), delivered with the server's events:
+  // fn runs after ms, and every repeat ms when repeat > 0. Returns its id
+  // for clearTimer. setTimeout serves most programs; this one runs in
+  // order with the connection events of the same poll.
+  timer(ms, fn, repeat = 0) {
+    if (typeof fn !== 'function') throw typeError('fn', 'a function', fn);
+    if (this._h === null) throw nsvError(C.NSV_ESTOPPED, 'server is closed');
+    const id = Number(check(this._f.nsv_timer_add(this._h, ms, repeat, 0), () => `timer: ${this._detail()}`));
+    this._timers.set(id, { fn, repeat: repeat > 0 });
+    this._startPump();
+    return id;
+  }
+
+  clearTimer(id) {
+    if (!this._timers.delete(id) || this._h === null) return false;
+    return this._f.nsv_timer_cancel(this._h, id) === 0;
   }
 
   closeConnection(conn) {

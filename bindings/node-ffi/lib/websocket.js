@@ -12,6 +12,7 @@ class WebSocket {
     this.remoteAddress = req.remoteAddress;
     this.remotePort = req.remotePort;
     this.url = req.url;
+    this.tls = req.tls; // { servername, subject, authorized } on wss://, else null
     this.readyState = WebSocket.OPEN;
     this.data = {}; // free for the application
   }

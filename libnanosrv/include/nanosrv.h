@@ -83,11 +83,11 @@
 #endif
 
 #define NSV_VERSION_MAJOR 1
-#define NSV_VERSION_MINOR 0
+#define NSV_VERSION_MINOR 1
 #define NSV_VERSION_PATCH 0
 /* MAJOR*10000 + MINOR*100 + PATCH */
-#define NSV_VERSION_NUMBER 10000
-#define NSV_VERSION_STRING "1.0.0"
+#define NSV_VERSION_NUMBER 10100
+#define NSV_VERSION_STRING "1.1.0"
 /* Bumped only when the ABI breaks; equals the SONAME major. */
 #define NSV_ABI_VERSION 1
 
@@ -362,7 +362,7 @@ typedef struct nsv_url {
 
 /* METHOD: NSV_VERSION_NUMBER of the loaded library. Since 1.0. */
 NSV_API uint32_t nsv_version(void);
-/* METHOD: version text, e.g. "1.0.0". Static storage. Since 1.0. */
+/* METHOD: version text, e.g. "1.1.0". Static storage. Since 1.0. */
 NSV_API const char *nsv_version_string(void);
 /* METHOD: NSV_ABI_VERSION of the loaded library. Bindings refuse a mismatch. Since 1.0. */
 NSV_API int nsv_abi_version(void);

@@ -194,9 +194,9 @@ enum nsv_event_flag {
  *  - before the body: with Expect: 100-continue the library sends
  *    "100 Continue" only if no answer came by the next poll (one turn), so
  *    an early 401/413 spares the client the upload. On a sharded server
- *    the turn is the worker's, which may end before the host polls: the
- *    client can get "100 Continue" and then the early answer (it stops
- *    sending at that answer, and the rest is read and dropped);
+ *    the turn is that of the thread that takes the event: the call of
+ *    nsv_poll (or nsv_poll_worker) after the one that delivered it, or
+ *    the return of the callback;
  *  - a complete reply (nsv_reply) before the body ended ends the body: no
  *    more BODY events, "Connection: close", the rest is read and dropped;
  *  - a streamed reply (nsv_reply_start) keeps the BODY events coming (full

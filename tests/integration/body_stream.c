@@ -283,6 +283,39 @@ static void test_echo(void)
     nsv_server_free(s);
 }
 
+/* Sharded: the workers run on their own, so the one turn the host has to
+ * answer before "100 Continue" goes must be the host's (its next poll), not
+ * the worker's, which ends at once. Nothing may reach the client while the
+ * host, having taken the head, has not polled again. */
+static void test_expect_sharded(nsv_server *s, int port)
+{
+    seen w = {0};
+    char buf[4096];
+    int fd = client(port);
+    sendall(fd, "POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+    ok(pump_until(s, &w, &w.request, 1, 100), "sharded: expect: head delivered");
+    usleep(150 * 1000); /* the host is busy; the workers are not */
+    ssize_t early = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    ok(early < 0, "sharded: no 100 Continue while the host has not polled again (got %zd bytes)", early);
+    is_int(nsv_reply(s, w.conn, 413, NULL, 0, "no", 2), NSV_OK, "sharded: answered 413");
+    memset(buf, 0, sizeof buf);
+    read_wait(fd, buf, sizeof buf, s, &w, 40);
+    ok(strncmp(buf, "HTTP/1.1 413", 12) == 0, "sharded: the client gets the 413 without a 100 Continue first");
+    close(fd);
+
+    memset(&w, 0, sizeof w);
+    fd = client(port);
+    sendall(fd, "POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+    ok(pump_until(s, &w, &w.request, 1, 100), "sharded: expect: head delivered again");
+    memset(buf, 0, sizeof buf);
+    read_wait(fd, buf, sizeof buf, s, &w, 40);
+    ok(strcmp(buf, "HTTP/1.1 100 Continue\r\n\r\n") == 0, "sharded: not answered by the next poll: 100 Continue");
+    sendall(fd, "12345");
+    ok(pump_until(s, &w, &w.eof, 1, 100) && w.len == 5, "sharded: then the body");
+    nsv_reply(s, w.conn, 200, NULL, 0, NULL, 0);
+    close(fd);
+}
+
 int main(void)
 {
     int port;
@@ -296,6 +329,7 @@ int main(void)
     s = server(1, &port);
     nsv_set_int(s, NSV_OPT_MAX_BODY, 64 << 10);
     test_basic(s, port, "sharded");
+    test_expect_sharded(s, port);
     test_pause(s, port, "sharded");
     test_limits(s, port, "sharded");
     nsv_server_free(s);

@@ -58,6 +58,10 @@ int nsv__conn_op(nsv__loop *l, const nsv__cmd *k)
     case NSV__OP_TAG:
         c->tag = arg;
         return NSV_OK;
+    case NSV__OP_CONTINUE:
+        if (c->proto == &nsv__proto_http)
+            nsv__http_continue(l, c);
+        return NSV_OK;
     case NSV__OP_WS_UPGRADE:
         return nsv__ws_accept(l, c, h, hlen);
     case NSV__OP_WS_SEND:

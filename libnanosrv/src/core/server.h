@@ -23,7 +23,8 @@ int nsv__set_detail_since(nsv_server *s, uint64_t mark, int err, const char *fmt
 enum {
     NSV__OP_REPLY = 1, NSV__OP_START, NSV__OP_CHUNK, NSV__OP_END, NSV__OP_CLOSE, NSV__OP_TAG,
     NSV__OP_WS_UPGRADE, NSV__OP_WS_SEND, NSV__OP_WS_CLOSE, NSV__OP_WS_BCAST,
-    NSV__OP_FILE /* nsv_reply_file: arg packs the open file (NSV__FILE_ARG) */
+    NSV__OP_FILE, /* nsv_reply_file: arg packs the open file (NSV__FILE_ARG) */
+    NSV__OP_CONTINUE /* the host polled again: send a waiting 100 Continue */
     /* raw TCP operations: net/tcp.h */
 };
 

@@ -278,6 +278,7 @@ static int ensure_started(nsv_server *s)
     int r = NSV_OK;
     if (!s->workers_started) {
         for (int i = 0; i < s->nloops; i++) {
+            s->loops[i]->host_turns = !s->cb; /* pull mode: events go to another thread */
             if (nsv__thread_start(&s->loops[i]->thread, NULL, worker_main, s->loops[i]) != 0) {
                 r = nsv__set_detail(s, NSV_ESYS, "pthread_create: %s", strerror(errno));
                 atomic_store(&s->stop, 1);
@@ -340,11 +341,69 @@ void nsv__shard_stop(nsv_server *s)
     pthread_mutex_destroy(&s->start_lock);
 }
 
+/* Expect: 100-continue on a worker whose events another thread polls. The
+ * host must have one turn to answer early (e.g. 413) before the client is
+ * told to send the body, and its turn is its poll, not the worker's
+ * iteration, which ends at once. So the requests a poll hands out are noted
+ * here, and the poller's next call on the same worker sends them
+ * NSV__OP_CONTINUE, queued behind whatever the host answered meanwhile
+ * (an answer turns the 100 off). Beyond 512 such requests in one batch
+ * the rest get no 100 Continue; clients send the body after their own
+ * wait (curl: 1 s). Called with qlock held. */
+#define CONT_DUE 512
+static uint32_t cont_take(nsv__loop *l, uint64_t *due)
+{
+    uint32_t n = l->cont_n;
+    if (n)
+        memcpy(due, l->cont_ids, n * sizeof *due);
+    l->cont_n = 0;
+    return n;
+}
+
+static uint32_t cont_note(nsv__loop *l, const nsv_event *evs, int n, const char *arena, uint64_t *due,
+                          uint32_t ndue)
+{
+    for (int i = 0; i < n; i++) {
+        uint32_t vl;
+        if (evs[i].type != NSV_EV_REQUEST || !(evs[i].flags & NSV_EVF_STREAM_BODY) ||
+            nsv_ev_header(&evs[i], arena, "expect", 6, &vl) < 0)
+            continue;
+        if (l->cont_n < sizeof l->cont_ids / sizeof l->cont_ids[0])
+            l->cont_ids[l->cont_n++] = evs[i].conn;
+        else if (ndue < CONT_DUE) /* no room to wait a turn: now rather than never */
+            due[ndue++] = evs[i].conn;
+    }
+    return ndue;
+}
+
+static void cont_send(nsv__loop *l, const uint64_t *due, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        nsv__cmd c = {.fn = conn_cmd, .op = NSV__OP_CONTINUE, .id = due[i]};
+        nsv__cmd_push(l, &c, NULL, NULL);
+    }
+}
+
+/* One worker's events into the host's batch (qlock held), with the
+ * 100 Continue bookkeeping above. */
+static int copy_out(nsv__loop *l, nsv_event *evs, int max, char *arena, size_t cap, size_t *aoff,
+                    uint64_t *due, uint32_t *ndue)
+{
+    *ndue = l->cont_n ? cont_take(l, due) : 0;
+    int n = l->events.count ? nsv__evq_copy_out(l, evs, max, arena, cap, aoff) : 0;
+    if (n > 0 && l->host_turns)
+        *ndue = cont_note(l, evs, n, arena, due, *ndue);
+    return n;
+}
+
 static int copy_from(nsv__loop *l, nsv_event *evs, int max, char *arena, size_t cap, size_t *aoff)
 {
+    uint64_t due[CONT_DUE];
+    uint32_t ndue;
     pthread_mutex_lock(&l->qlock);
-    int n = l->events.count ? nsv__evq_copy_out(l, evs, max, arena, cap, aoff) : 0;
+    int n = copy_out(l, evs, max, arena, cap, aoff, due, &ndue);
     pthread_mutex_unlock(&l->qlock);
+    cont_send(l, due, ndue);
     return n;
 }
 
@@ -454,9 +513,12 @@ int nsv_poll_worker(nsv_server *s, int worker, nsv_event *evs, int max, char *ar
         if (w != ETIMEDOUT || timeout_ms > 0)
             break;
     }
-    int n = l->events.count ? nsv__evq_copy_out(l, evs, max, arena, cap, &aoff) : 0;
+    uint64_t due[CONT_DUE];
+    uint32_t ndue;
+    int n = copy_out(l, evs, max, arena, cap, &aoff, due, &ndue);
     int64_t need = n == NSV_ENOBUFS ? nsv__evq_need(l) : 0;
     pthread_mutex_unlock(&l->qlock);
+    cont_send(l, due, ndue);
     if (n == NSV_ENOBUFS)
         return nsv__set_detail(s, n, "nsv_poll_worker: the next event needs %lld arena bytes; arena_cap "
                                "is %zu", (long long)need, cap);

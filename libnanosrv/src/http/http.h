@@ -78,6 +78,7 @@ void nsv__static_free(nsv_server *s);
 /* http_conn.c */
 int nsv__http_loop_init(nsv__loop *l);
 void nsv__http_process(nsv__loop *l, nsv__conn *c);
+void nsv__http_continue(nsv__loop *l, nsv__conn *c);
 
 /* body.c */
 void nsv__body_start(nsv__loop *l, nsv__conn *c, int64_t content_length, int expect_continue);

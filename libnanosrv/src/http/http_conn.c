@@ -188,6 +188,17 @@ static void send_continue(nsv__loop *l, nsv__conn *c)
         nsv__conn_flush(l, c);
 }
 
+/* The host polled again without answering a request that waits for
+ * "100 Continue" (sharded servers in pull mode: NSV__OP_CONTINUE). */
+void nsv__http_continue(nsv__loop *l, nsv__conn *c)
+{
+    if (c->continue_wait != 2)
+        return;
+    c->continue_wait = 0;
+    if (c->bstream && c->state == NSV__C_PENDING && !c->resp_started)
+        send_continue(l, c);
+}
+
 /* Parse the head once it is complete and decide how the body is framed. */
 static int start_request(nsv__loop *l, nsv__conn *c, const char *data, size_t len, nsv__request *rp)
 {
@@ -493,7 +504,7 @@ static void on_open(nsv__loop *l, nsv__conn *c)
  * answered output may wait one turn when the next request went to the host. */
 static int on_dirty(nsv__loop *l, nsv__conn *c)
 {
-    if (c->continue_wait) { /* a turn went by and the host has not answered */
+    if (c->continue_wait == 1) { /* a turn went by and the host has not answered */
         c->continue_wait = 0;
         if (c->bstream && c->state == NSV__C_PENDING && !c->resp_started)
             send_continue(l, c);

@@ -137,7 +137,8 @@ struct nsv__conn {
     uint64_t stream_left;   /* fixed_len: body bytes still owed */
     /* a streamed request body (http/body.c) */
     uint8_t bstream;        /* its bytes are being delivered in BODY events */
-    uint8_t continue_wait;  /* Expect: 100-continue, answered at the next turn unless replied */
+    uint8_t continue_wait;  /* Expect: 100-continue unless replied: 1 at the next turn,
+                               2 when the host's next poll says so (host_turns) */
     int64_t bs_left;        /* Content-Length bytes still to come; -1 chunked */
     uint64_t bs_total;      /* bytes delivered (max_body) */
     /* A file sent after everything in `out` (loop.c, nsv__conn_attach_file):
@@ -209,6 +210,13 @@ struct nsv__loop {
     pthread_cond_t qcond;   /* per-worker pollers wait here */
     int qwaiters;
     int pushed;             /* events pushed this iteration (notify the host) */
+    int host_turns;         /* another thread takes the events (pull mode): a request's
+                               "one turn" is that thread's next poll, not this loop's */
+    /* Under qlock: connections whose REQUEST (streamed body, Expect:
+     * 100-continue) the host took in its last poll; its next poll sends
+     * them NSV__OP_CONTINUE (core/shard.c). */
+    uint64_t cont_ids[256];
+    uint32_t cont_n;
     pthread_mutex_t cmdlock;
     char *cmd, *cmd_spare;  /* commands from other threads */
     size_t cmd_len, cmd_cap, cmd_spare_cap;

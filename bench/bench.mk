@@ -6,9 +6,12 @@ BENCH_BIN    := $(BUILD)/bench
 BENCH_CFLAGS := -O2 -Wall -Wextra -Werror
 BENCH_TOOLS  := $(BENCH_BIN)/ceiling $(BENCH_BIN)/ws_load $(BENCH_BIN)/tcp_load $(BENCH_BIN)/mhd_server
 BENCH_ARGS   ?=
-# Debian packages for the load tools and the peer servers.
+# Debian packages for the load tools and the peer servers; the last two lines are
+# the Python app cases' frameworks and reference servers (bench/METHOD.md).
 BENCH_PKGS   := build-essential util-linux procps wrk nginx \
-                libmicrohttpd-dev luajit python3 gunicorn python3-flask uvicorn python3-websockets
+                libmicrohttpd-dev luajit python3 gunicorn python3-flask uvicorn python3-websockets \
+                python3-cffi python3-fastapi python3-starlette python3-multipart python3-django \
+                python3-uvicorn python3-uvloop python3-httptools python3-hypercorn python3-wsproto
 
 .PHONY: bench bench-quick bench-deps bench-tools bench-tcp
 

@@ -58,12 +58,15 @@ class Server:
     servers get --port 0 and announce "listening on PORT" on stdout."""
 
     def __init__(self, name, argv, caps, quick=False, contract=True, needs=(),
-                 conf=None, warm=False, cwd=ROOT, hint=""):
+                 conf=None, warm=False, cwd=ROOT, hint="", env=None, modules=()):
         self.name, self.argv, self.caps, self.quick = name, argv, set(caps), quick
         self.contract, self.needs, self.conf, self.warm, self.cwd = contract, needs, conf, warm, cwd
-        self.hint = hint
+        self.hint, self.env, self.modules = hint, env or {}, modules
 
     def missing(self):
+        for m in self.modules:  # Python packages the server or the app imports (Debian's python3)
+            if not python_has(m):
+                return "no Python module " + m + " (Debian python3-" + m.replace("_", "-") + ")"
         for n in self.needs:
             if os.path.isabs(n) or "/" in n:
                 path = n if os.path.isabs(n) else os.path.join(ROOT, n)
@@ -81,11 +84,15 @@ class Case:
 
     def __init__(self, cid, title, kind="wrk", need="http", conns=50, path="/", script=None,
                  headers=(), args=(), size=0, hold=0, baseline=("ceiling", None), quick=False,
-                 expect_non2xx=False, upload=0):
+                 expect_non2xx=False, upload=0, app=None, goal=None, ratio_key=None):
         self.id, self.title, self.kind, self.need, self.conns = cid, title, kind, need, conns
         self.path, self.script, self.headers, self.args, self.size = path, script, headers, args, size
         self.hold, self.baseline, self.quick, self.expect_non2xx = hold, baseline, quick, expect_non2xx
         self.upload = upload
+        # Python app cases: the app (MODULE:ATTR in tests/apps) each server runs,
+        # the ratio's metric (req/s/core: the goals are per server core) and the
+        # goal that nanosrv rows are held to (printed beside their ratio).
+        self.app, self.goal, self.ratio_key = app, goal, ratio_key
 
 
 # Capabilities: http (GET and POST; ceiling and nginx read a POST body but answer
@@ -131,6 +138,57 @@ SERVERS = [
            needs=["uvicorn"]),
 ]
 
+# The Python app servers (bench/METHOD.md "Python apps"): the framework
+# suites' apps in bindings/python-cffi/tests/apps under nanosrv's server
+# command, uvicorn (uvloop + httptools), hypercorn (uvloop) and gunicorn,
+# each with one worker process and with two. Debian's python3 runs all of
+# them; {app} is the case's app.
+PY = "/usr/bin/python3"
+APPS = os.path.join(ROOT, "bindings", "python-cffi", "tests", "apps")
+PY_ENV = {"PYTHONPATH": os.pathsep.join([APPS, os.path.join(ROOT, "bindings", "python-cffi")])}
+ASGI_MODS = ("fastapi", "starlette", "multipart")
+WSGI_MODS = ("flask", "django")
+
+
+def _py_servers():
+    out = []
+    for w in (1, 2):
+        tag = "" if w == 1 else " -w2"
+        out += [
+            Server("py nanosrv" + tag, [PY, "-m", "nanosrv", "{app}", "--interface", "asgi", "--host", "127.0.0.1",
+                                        "--workers", str(w), "--no-access-log", "--log-level", "warning"],
+                   {"asgi-app", "asgi-ws"}, env=PY_ENV, cwd=APPS, warm=True, modules=ASGI_MODS,
+                   needs=["bindings/python-cffi/nanosrv/__main__.py"]),
+            Server("py uvicorn" + tag, [PY, "-m", "uvicorn", "{app}", "--host", "127.0.0.1", "--port", "{port}",
+                                        "--workers", str(w), "--loop", "uvloop", "--http", "httptools",
+                                        "--no-access-log", "--log-level", "warning", "--timeout-keep-alive", "300",
+                                        "--backlog", "4096"],
+                   {"asgi-app", "asgi-ws"}, contract=False, env=PY_ENV, cwd=APPS, warm=True,
+                   modules=ASGI_MODS + ("uvicorn", "uvloop", "httptools", "websockets")),
+            Server("py hypercorn" + tag, [PY, "-m", "hypercorn", "{app}", "-b", "127.0.0.1:{port}", "-w", str(w),
+                                          "-k", "uvloop", "--keep-alive", "300", "--backlog", "4096",
+                                          "--log-level", "warning"],
+                   {"asgi-app", "asgi-ws"}, contract=False, env=PY_ENV, cwd=APPS, warm=True,
+                   modules=ASGI_MODS + ("hypercorn", "uvloop")),
+            Server("py nanosrv wsgi" + tag, [PY, "-m", "nanosrv", "{app}", "--interface", "wsgi", "--host",
+                                             "127.0.0.1", "--workers", str(w), "--threads", "4",
+                                             "--no-access-log", "--log-level", "warning"],
+                   {"wsgi-app"}, env=PY_ENV, cwd=APPS, warm=True, modules=WSGI_MODS,
+                   needs=["bindings/python-cffi/nanosrv/__main__.py"]),
+            Server("py gunicorn sync" + tag, [PY, "-m", "gunicorn", "{app}", "-b", "127.0.0.1:{port}", "-w", str(w),
+                                              "-k", "sync", "--backlog", "4096", "--log-level", "warning"],
+                   {"wsgi-app"}, contract=False, env=PY_ENV, cwd=APPS, warm=True, modules=WSGI_MODS + ("gunicorn",)),
+            Server("py gunicorn gthread" + tag, [PY, "-m", "gunicorn", "{app}", "-b", "127.0.0.1:{port}", "-w",
+                                                 str(w), "-k", "gthread", "--threads", "4", "--worker-connections",
+                                                 "12000", "--keep-alive", "300", "--backlog", "4096",
+                                                 "--log-level", "warning"],
+                   {"wsgi-app"}, contract=False, env=PY_ENV, cwd=APPS, warm=True, modules=WSGI_MODS + ("gunicorn",)),
+        ]
+    return out
+
+
+SERVERS += _py_servers()
+
 WS_BASE = ("node http", None)
 CASES = [
     Case("get-50", "GET keep-alive, 50 conns", quick=True),
@@ -168,6 +226,42 @@ CASES = [
          upload=100 << 20, args=["--max-body", str(200 << 20)], baseline=("echo-server", None)),
 ]
 
+# The Python app cases: the same route of the same app under every server
+# of its interface; the ratio is req/s per server core against the named
+# baseline, and nanosrv rows show the goal beside it.
+ASGI_BASE, WSGI_BASE = "py uvicorn", "py gunicorn gthread"
+for _app, _mod in (("fastapi", "fastapi_app:app"), ("starlette", "starlette_app:bench_app")):
+    CASES += [
+        Case(f"{_app}-plaintext", f"{_app} GET /plaintext, 50 conns", need="asgi-app", path="/plaintext",
+             app=_mod, baseline=(ASGI_BASE, None), goal=2.0, ratio_key="rps_per_core"),
+        Case(f"{_app}-json", f"{_app} GET /json, 50 conns", need="asgi-app", path="/json",
+             app=_mod, baseline=(ASGI_BASE, None), goal=2.0, ratio_key="rps_per_core"),
+        Case(f"{_app}-param", f"{_app} GET /users/{{user_id}} (path param), 50 conns", need="asgi-app",
+             path="/users/12345", app=_mod, baseline=(ASGI_BASE, None), goal=2.0, ratio_key="rps_per_core"),
+        Case(f"{_app}-ws", f"{_app} WebSocket echo 64 B on /ws, 50 conns", kind="ws", need="asgi-ws", size=64,
+             app=_mod, baseline=(ASGI_BASE, None), goal=2.0, ratio_key="rps_per_core"),
+    ]
+for _app, _mod, _json, _param in (("flask", "flask_app:app", "/json", "/users/12345"),
+                                  ("django", "django_wsgi_app:app", "/hello/bench/", "/articles/2024/bench/")):
+    CASES += [
+        Case(f"{_app}-plaintext", f"{_app} (WSGI) GET /plaintext, 50 conns", need="wsgi-app", path="/plaintext",
+             app=_mod, baseline=(WSGI_BASE, None), goal=3.0, ratio_key="rps_per_core"),
+        Case(f"{_app}-json", f"{_app} (WSGI) GET {_json} (JSON), 50 conns", need="wsgi-app", path=_json,
+             app=_mod, baseline=(WSGI_BASE, None), goal=3.0, ratio_key="rps_per_core"),
+        Case(f"{_app}-param", f"{_app} (WSGI) GET {_param} (path params), 50 conns", need="wsgi-app",
+             path=_param, app=_mod, baseline=(WSGI_BASE, None), goal=3.0, ratio_key="rps_per_core"),
+    ]
+
+
+_PY_MODULES = {}
+
+
+def python_has(module):
+    """Whether Debian's python3 imports `module` (asked once per module)."""
+    if module not in _PY_MODULES:
+        _PY_MODULES[module] = subprocess.run([PY, "-c", "import " + module], capture_output=True).returncode == 0
+    return _PY_MODULES[module]
+
 
 # ---------------------------------------------------------------- processes
 
@@ -194,7 +288,7 @@ class Running:
     """A started server: its own process group, so stopping it by PID also
     reaches workers it forked (nginx, gunicorn)."""
 
-    def __init__(self, srv, args, cpus, logdir):
+    def __init__(self, srv, args, cpus, logdir, app=None):
         self.srv, self.proc = srv, None
         tag = re.sub(r"[^a-z0-9]+", "-", srv.name.lower())
         self.dir = os.path.join(logdir, tag)
@@ -207,13 +301,14 @@ class Running:
             with open(os.path.join(self.dir, "nginx.conf"), "w") as f:
                 f.write(conf.replace("@MODDIR@", NGINX_MODULES))
         # A case's arguments are echo-contract flags (--static, --busy-us, ...).
-        argv = [a.format(port=port, dir=self.dir) for a in srv.argv] + (list(args) if srv.contract else [])
+        argv = [a.format(port=port, dir=self.dir, app=app) for a in srv.argv] + (list(args) if srv.contract else [])
         if srv.contract:
             argv += ["--port", "0"]
         self.out_path = os.path.join(self.dir, "stdout.log")
         with open(self.out_path, "w") as out, open(os.path.join(self.dir, "stderr.log"), "a") as err:
+            env = dict(os.environ, **srv.env) if srv.env else None
             self.proc = subprocess.Popen(["taskset", "-c", cpus] + argv, cwd=srv.cwd, stdout=out,
-                                         stderr=err, stdin=subprocess.DEVNULL,
+                                         stderr=err, stdin=subprocess.DEVNULL, env=env,
                                          preexec_fn=raise_nofile, start_new_session=True)
         self.port = self._wait_ready(port)
 
@@ -520,9 +615,12 @@ def add_ratios(results, cases):
         bserver, bcase = case.baseline
         base = by.get((bcase or case.id, bserver))
         r["baseline"] = f"{bserver} @ {bcase or case.id}"
-        key = metric(case)
+        key = case.ratio_key or metric(case)
         if r.get("summary", {}).get(key) and base and base.get("summary", {}).get(key):
             r["ratio"] = r["summary"][key] / base["summary"][key]
+            if case.goal and "nanosrv" in r["server"]:
+                r["goal"] = case.goal
+                r["goal_met"] = r["ratio"] >= case.goal
 
 
 # ---------------------------------------------------------------- output
@@ -545,6 +643,8 @@ def row_cells(case, r):
         return [case.id, r["server"], r["status"].upper() + ": " + r.get("reason", "")]
     err = ", ".join(f"{k}={v}" for k, v in s["errors"].items()) or "0"
     ratio = f"{r['ratio']:.2f}x" if r.get("ratio") else "-"
+    if r.get("goal"):
+        ratio += f" (goal >= {r['goal']:g}x: {'met' if r['goal_met'] else 'MISSED'})"
     if case.kind == "rss":
         return [case.id, r["server"], f"{s['rss_kib'] / 1024:.1f} MiB",
                 f"{s['rss_kib_min'] / 1024:.1f}-{s['rss_kib_max'] / 1024:.1f}", "-", "-", "-", "-",
@@ -568,7 +668,8 @@ def print_table(results, cases, out=sys.stdout):
         if i and row[0] != last:
             c = cases[row[0]]
             base = c.baseline
-            print(f"\n== {c.id}: {c.title}  (ratio vs {base[0]} @ {base[1] or c.id})", file=out)
+            what = "req/s/core ratio" if c.ratio_key == "rps_per_core" else "ratio"
+            print(f"\n== {c.id}: {c.title}  ({what} vs {base[0]} @ {base[1] or c.id})", file=out)
         last = row[0] if i else None
         if len(row) < len(HEAD):
             print(f"{'':{width[0]}}  {row[1]:{width[1]}}  {row[2]}", file=out)
@@ -654,7 +755,8 @@ def write_html(path, meta, results, cases):
         rows = [r for r in results if r["case"] == cid]
         if not rows:
             continue
-        out.append(f"<h2>{esc(case.title)} <small>({cid}, ratio vs "
+        what = "req/s/core ratio" if case.ratio_key == "rps_per_core" else "ratio"
+        out.append(f"<h2>{esc(case.title)} <small>({cid}, {what} vs "
                    f"{esc(case.baseline[0])} @ {esc(case.baseline[1] or cid)})</small></h2>")
         out.append(svg_chart(case, rows))
         out.append("<table><tr>" + "".join(f"<th>{h}</th>" for h in HEAD[1:]) + "</tr>")
@@ -702,7 +804,7 @@ def run_case(case, servers, rounds, secs, args, results, live):
         if case.kind != "rss":
             for s in list(active):
                 try:
-                    live[s.name] = Running(s, case.args, args.server_cpus, args.logdir)
+                    live[s.name] = Running(s, case.args, args.server_cpus, args.logdir, case.app)
                     if s.warm:  # let JITs (V8, LuaJIT) compile the hot path first
                         timed_run(case, live[s.name], 1, args.client_cpus, args.bindir, args.server_cpus)
                 except Exception as e:  # noqa: BLE001 - report, keep benchmarking others
@@ -716,7 +818,7 @@ def run_case(case, servers, rounds, secs, args, results, live):
                     continue
                 try:
                     if case.kind == "rss":
-                        run = Running(s, case.args, args.server_cpus, args.logdir)
+                        run = Running(s, case.args, args.server_cpus, args.logdir, case.app)
                         live[s.name] = run
                         try:
                             r = measure_rss(case, run, args.client_cpus)
@@ -767,7 +869,7 @@ def main():
     args = ap.parse_args()
     if args.list:
         for c in CASES:
-            print(f"case   {c.id:16} {'quick ' if c.quick else '      '}{c.title}")
+            print(f"case   {c.id:20} {'quick ' if c.quick else '      '}{c.title}")
         for s in SERVERS:
             print(f"server {s.name:20} {'quick ' if s.quick else '      '}{s.missing() or 'ok'}")
         return 0

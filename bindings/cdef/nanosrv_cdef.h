@@ -101,7 +101,9 @@ enum nsv_option {
     NSV_OPT_STREAM_BODY = 22,
     NSV_OPT_GZIP_MIN_SIZE = 23,
     NSV_OPT_GZIP_LEVEL = 24,
-    NSV_OPT_CONNECTIONS = 25
+    NSV_OPT_CONNECTIONS = 25,
+    NSV_OPT_REUSEPORT = 26,
+    NSV_OPT_EXPECT_MANUAL = 27
 };
 
 enum nsv_str_option {
@@ -141,7 +143,8 @@ enum nsv_static_flag {
     NSV_STATIC_SYMLINKS = 2,
     NSV_STATIC_PRECOMPRESSED = 4,
     NSV_STATIC_FALLTHROUGH = 8,
-    NSV_STATIC_DOTFILES = 16
+    NSV_STATIC_DOTFILES = 16,
+    NSV_STATIC_PLAIN = 32
 };
 
 enum nsv_ws_opcode {
@@ -196,6 +199,8 @@ int nsv_listen(nsv_server *srv, const char *url, size_t len);
 
 int nsv_listener_port(nsv_server *srv, int listener);
 
+int nsv_listen_fd(nsv_server *srv, const char *url, size_t len, int fd);
+
 int nsv_route(nsv_server *srv, const char *method, size_t mlen, const char *pattern, size_t plen, int32_t route_id, uint32_t flags);
 
 int nsv_poll(nsv_server *srv, nsv_event *events, int max_events, char *arena, size_t arena_cap, int timeout_ms);
@@ -229,6 +234,10 @@ int nsv_reply(nsv_server *srv, uint64_t conn, int status, const char *headers, s
 int nsv_reply_batch(nsv_server *srv, const char *buf, size_t len);
 
 int nsv_reply_start(nsv_server *srv, uint64_t conn, int status, const char *headers, size_t hlen);
+
+int nsv_set_reason(nsv_server *srv, uint64_t conn, const char *reason, size_t len);
+
+int nsv_continue(nsv_server *srv, uint64_t conn);
 
 int nsv_send_chunk(nsv_server *srv, uint64_t conn, const char *data, size_t len);
 
@@ -305,6 +314,14 @@ int nsv_log_level(void);
 int nsv_set_log_level(int level);
 
 int nsv_set_log_callback(nsv_log_fn fn, void *ud);
+
+int nsv_set_log_queue(int max_records);
+
+int64_t nsv_log_pending(void);
+
+int64_t nsv_log_take(char *dst, size_t cap);
+
+uint64_t nsv_log_dropped(void);
 
 int64_t nsv_millis(void);
 

@@ -34,14 +34,14 @@
  * Single loop (nsv_server_new): the server belongs to the thread that polls
  * it (nsv_poll, nsv_run, nsv_drain); every call is made from that thread,
  * callbacks (nsv_set_callback) run in it, and setup calls (nsv_route,
- * nsv_listen, nsv_set_int, nsv_set_str, nsv_set_callback) are allowed
- * before the first poll and between polls.
+ * nsv_listen, nsv_listen_fd, nsv_set_int, nsv_set_str, nsv_set_callback)
+ * are allowed before the first poll and between polls.
  *
  * Sharded (nsv_server_new_sharded): worker threads run the loops. They start
  * at the first nsv_poll, nsv_poll_worker, nsv_run, nsv_fd, nsv_drain or
  * nsv_connect; until then one thread sets the server up, and from then on
  * the setup calls above return NSV_ESTATE. The connection calls
- *   nsv_reply, nsv_reply_batch, nsv_reply_start, nsv_send_chunk,
+ *   nsv_reply, nsv_reply_batch, nsv_reply_start, nsv_set_reason, nsv_continue, nsv_send_chunk,
  *   nsv_reply_end, nsv_close, nsv_conn_set_tag, nsv_ws_upgrade, nsv_ws_send,
  *   nsv_ws_close, nsv_ws_send_many, nsv_ws_broadcast, nsv_send,
  *   nsv_shutdown, nsv_abort, nsv_pause_read, nsv_set_water_marks, nsv_connect
@@ -83,11 +83,11 @@
 #endif
 
 #define NSV_VERSION_MAJOR 1
-#define NSV_VERSION_MINOR 1
+#define NSV_VERSION_MINOR 2
 #define NSV_VERSION_PATCH 0
 /* MAJOR*10000 + MINOR*100 + PATCH */
-#define NSV_VERSION_NUMBER 10100
-#define NSV_VERSION_STRING "1.1.0"
+#define NSV_VERSION_NUMBER 10200
+#define NSV_VERSION_STRING "1.2.0"
 /* Bumped only when the ABI breaks; equals the SONAME major. */
 #define NSV_ABI_VERSION 1
 
@@ -271,8 +271,19 @@ enum nsv_option {
                                        streamed replies regardless of size. NSV_ENOTSUP above 0
                                        in a build without zlib. Rules: docs/COMPRESSION.md. Since 1.1. */
     NSV_OPT_GZIP_LEVEL = 24,        /* zlib level 1..9, default 6. Since 1.1. */
-    NSV_OPT_CONNECTIONS = 25        /* read-only: connections open now (accepted and outbound,
+    NSV_OPT_CONNECTIONS = 25,       /* read-only: connections open now (accepted and outbound,
                                        every worker; listeners not counted). Since 1.1. */
+    NSV_OPT_REUSEPORT = 26,         /* 1: later nsv_listen calls set SO_REUSEPORT on their
+                                       socket, so several processes (or servers) can bind one
+                                       port and the kernel spreads connections among them;
+                                       default 0. Sharded servers in per-worker accept mode
+                                       set it anyway. Since 1.2. */
+    NSV_OPT_EXPECT_MANUAL = 27      /* 1: a streamed request (NSV_EVF_STREAM_BODY) that asks
+                                       "Expect: 100-continue" gets its 100 Continue only when
+                                       the host calls nsv_continue (when its application first
+                                       reads the body), however many polls go by; an answer
+                                       instead sends none. 0 (default): at the host's next turn
+                                       unless it answered. Since 1.2. */
 };
 
 /*
@@ -337,7 +348,13 @@ enum nsv_static_flag {
                                      accepts it, with Vary: Accept-Encoding */
     NSV_STATIC_FALLTHROUGH = 8,   /* nsv_serve_dir: a miss goes on to the routes
                                      instead of a 404 */
-    NSV_STATIC_DOTFILES = 16      /* serve names starting with '.' (default: 404) */
+    NSV_STATIC_DOTFILES = 16,     /* serve names starting with '.' (default: 404) */
+    NSV_STATIC_PLAIN = 32         /* nsv_reply_file only: the file is a plain body, for an
+                                     application that sets its own validators (a WSGI
+                                     file_wrapper): no ETag, Last-Modified or Accept-Ranges
+                                     lines are added, and the request's conditional and
+                                     Range headers are not applied (status 0 answers 200).
+                                     Since 1.2. */
 };
 
 /* WebSocket opcodes for nsv_ws_send. */
@@ -362,7 +379,7 @@ typedef struct nsv_url {
 
 /* METHOD: NSV_VERSION_NUMBER of the loaded library. Since 1.0. */
 NSV_API uint32_t nsv_version(void);
-/* METHOD: version text, e.g. "1.1.0". Static storage. Since 1.0. */
+/* METHOD: version text, e.g. "1.2.0". Static storage. Since 1.0. */
 NSV_API const char *nsv_version_string(void);
 /* METHOD: NSV_ABI_VERSION of the loaded library. Bindings refuse a mismatch. Since 1.0. */
 NSV_API int nsv_abi_version(void);
@@ -455,6 +472,35 @@ NSV_API int nsv_set_str(nsv_server *srv, int opt, const char *value, size_t len)
 NSV_API int nsv_listen(nsv_server *srv, const char *url, size_t len);
 /* METHOD: the bound port of a listener (useful after port 0), or an error. Since 1.0. */
 NSV_API int nsv_listener_port(nsv_server *srv, int listener);
+/* METHOD: adopt a socket the caller has already bound and put into the
+ * listening state (an inherited one, in a pre-fork server; one from systemd
+ * socket activation): connections accepted on fd are served like those of
+ * nsv_listen(url). fd must be a SOCK_STREAM socket of family AF_INET,
+ * AF_INET6 or AF_UNIX on which listen() was called. The URL gives the
+ * scheme and so the protocol and TLS, with the same rules as nsv_listen
+ * ("http://", "https://", "ws://", "wss://", "tcp://", "tls://"; TLS needs
+ * the NSV_OPT_TLS_* options set first). Its host is not used (the socket's
+ * bound address is what counts; write the address it was bound to, or
+ * "0.0.0.0"); its port, when not 0, must equal the socket's bound port
+ * (NSV_EINVAL otherwise: a guard against adopting the wrong socket; use
+ * port 0 for AF_UNIX; a URL without a port names the scheme's default, 80
+ * or 443, as everywhere). On success the library owns fd: it makes it
+ * non-blocking and close-on-exec (O_NONBLOCK is shared with every process
+ * holding the same socket, which all want it) and closes it at
+ * nsv_server_free or when a drain starts, like its own listeners; the
+ * socket itself stays open in other processes that hold it, so connections
+ * waiting in its backlog are served by them. On failure fd is left
+ * untouched and still the caller's. Returns the listener id (>= 0;
+ * nsv_listener_port gives the bound port, 0 for AF_UNIX) or NSV_EINVAL (fd
+ * negative, not a socket, not SOCK_STREAM, not listening, another family,
+ * a port that differs; the detail says which), NSV_EURL, NSV_ENOTSUP,
+ * NSV_ETLS as nsv_listen, NSV_ERANGE (too many listeners), NSV_ESTOPPED
+ * (draining). Connections from an AF_UNIX socket have an empty peer
+ * address and port 0. Sharded servers: worker 0 accepts on fd and hands
+ * the connections to the workers in turn (as with NSV_OPT_SHARD_ACCEPT 1),
+ * whatever NSV_OPT_SHARD_ACCEPT says; NSV_ESTATE once the workers run.
+ * Since 1.2. */
+NSV_API int nsv_listen_fd(nsv_server *srv, const char *url, size_t len, int fd);
 
 /* METHOD: register a route. method is "GET", "POST", ... or "ALL"; a GET
  * route also answers HEAD. Methods are case-sensitive RFC 9110 tokens of at
@@ -649,6 +695,27 @@ NSV_API int nsv_reply_batch(nsv_server *srv, const char *buf, size_t len);
  * against the 4 GiB - 64 KiB maximum of queued output as in nsv_reply
  * (NSV_ETOOBIG past it). Since 1.0. */
 NSV_API int nsv_reply_start(nsv_server *srv, uint64_t conn, int status, const char *headers, size_t hlen);
+/* METHOD: custom reason phrase for the next status line of the request
+ * waiting on conn: the one nsv_reply, nsv_reply_start, nsv_sse_start or
+ * nsv_reply_file writes ("HTTP/1.1 299 Custom Reason"); it is used once,
+ * and later requests get the standard phrases again. reason is at most 128
+ * bytes of HTAB, SP, visible ASCII and obs-text (bytes >= 0x80), else
+ * NSV_EINVAL with a detail naming the byte; len 0 goes back to the standard
+ * phrase. NSV_ESTATE when no request waits for an answer, NSV_ESTALE for a
+ * closed connection. On a sharded server from any thread: the phrase travels
+ * with the connection's other calls, in order, so it applies to the reply
+ * made after it. Since 1.2. */
+NSV_API int nsv_set_reason(nsv_server *srv, uint64_t conn, const char *reason, size_t len);
+/* METHOD: send "100 Continue" now to the client of the streamed request
+ * waiting on conn, if it asked for one ("Expect: 100-continue") and none
+ * went out yet; otherwise nothing (a request without Expect, a second call):
+ * NSV_OK either way. Meant for NSV_OPT_EXPECT_MANUAL, where the host calls
+ * it when its application first reads the body, so an application that
+ * answers without reading (401, 413) never invites the body. NSV_ESTATE when
+ * no request waits for an answer, NSV_ESTALE for a closed connection. On a
+ * sharded server from any thread, in order with the connection's other
+ * calls. Since 1.2. */
+NSV_API int nsv_continue(nsv_server *srv, uint64_t conn);
 /* METHOD: send one chunk of a streamed response (len 0 is ignored).
  * NSV_EAGAIN when queued output would exceed NSV_OPT_MAX_OUTPUT (nothing
  * queued). To pace a long stream, wait after a TCP_WRITABLE event with code 0
@@ -867,6 +934,30 @@ NSV_API int nsv_set_log_level(int level);
 /* METHOD: route log lines to fn (NULL = stderr). Called from any library
  * thread; must be thread-safe. Since 1.0. */
 NSV_API int nsv_set_log_callback(nsv_log_fn fn, void *ud);
+/* METHOD: queue log lines instead of calling the sink: at most max_records
+ * lines wait (each up to 511 bytes; longer ones are cut) until a host thread
+ * takes them with nsv_log_take, so a host whose language cannot be entered
+ * from the library's threads (a cffi callback into Python, ...) logs from
+ * its own polling thread. Lines logged while the queue is full are dropped
+ * and counted (nsv_log_dropped). 0 turns the queue off (waiting lines are
+ * discarded; the sink of nsv_set_log_callback, or stderr, gets lines again).
+ * Process-wide, like the level. NSV_ERANGE outside 0..65536, NSV_ENOMEM.
+ * Since 1.2. */
+NSV_API int nsv_set_log_queue(int max_records);
+/* METHOD: lines waiting in the log queue; one atomic load, so a host may
+ * call it after every poll and skip nsv_log_take when it is 0. Any thread.
+ * Since 1.2. */
+NSV_API int64_t nsv_log_pending(void);
+/* METHOD: move waiting log lines, oldest first, into dst: as many whole
+ * records as fit in cap bytes, each one byte of level (enum nsv_log_level),
+ * two bytes of text length (little-endian) and the text (not
+ * NUL-terminated). Returns the bytes written, 0 when none wait,
+ * NSV_ENOBUFS when cap cannot hold the next record (514 bytes always do),
+ * NSV_EINVAL for a NULL dst with cap > 0. Any thread. Since 1.2. */
+NSV_API int64_t nsv_log_take(char *dst, size_t cap);
+/* METHOD: log lines dropped because the queue was full, since the process
+ * started. Since 1.2. */
+NSV_API uint64_t nsv_log_dropped(void);
 /* METHOD: monotonic clock in milliseconds. Since 1.0. */
 NSV_API int64_t nsv_millis(void);
 

@@ -316,6 +316,67 @@ static void test_expect_sharded(nsv_server *s, int port)
     close(fd);
 }
 
+/* NSV_OPT_EXPECT_MANUAL: the 100 Continue waits for nsv_continue (the host
+ * sends it when its application first reads the body), however many polls
+ * go by; an answer instead of reading sends none. */
+static void test_expect_manual(int sharded)
+{
+    const char *what = sharded ? "manual continue, sharded" : "manual continue, single loop";
+    int port;
+    nsv_server *s = server(sharded, &port);
+    is_int(nsv_set_int(s, NSV_OPT_EXPECT_MANUAL, 1), NSV_OK, "%s: option set", what);
+    is_int(nsv_get_int(s, NSV_OPT_EXPECT_MANUAL), 1, "%s: option read back", what);
+    int64_t byname = nsv_opt_by_name("expect_manual", 13);
+    is_int((int)byname, NSV_OPT_EXPECT_MANUAL, "%s: option by name", what);
+    seen w = {0};
+    char buf[4096];
+    int fd = client(port);
+    sendall(fd, "POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+    ok(pump_until(s, &w, &w.request, 1, 100), "%s: head delivered", what);
+    for (int i = 0; i < 10; i++)
+        pump(s, &w, 10);
+    ssize_t early = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    ok(early < 0, "%s: no 100 Continue after 10 polls without nsv_continue (got %zd bytes)", what, early);
+    is_int(nsv_continue(s, w.conn), NSV_OK, "%s: nsv_continue", what);
+    memset(buf, 0, sizeof buf);
+    read_wait(fd, buf, sizeof buf, s, &w, 40);
+    ok(strcmp(buf, "HTTP/1.1 100 Continue\r\n\r\n") == 0, "%s: 100 Continue once asked", what);
+    is_int(nsv_continue(s, w.conn), NSV_OK, "%s: a second nsv_continue is a no-op", what);
+    sendall(fd, "12345");
+    ok(pump_until(s, &w, &w.eof, 1, 100) && w.len == 5, "%s: then the body", what);
+    nsv_reply(s, w.conn, 200, NULL, 0, "ok", 2);
+    memset(buf, 0, sizeof buf);
+    read_wait(fd, buf, sizeof buf, s, &w, 40);
+    ok(strncmp(buf, "HTTP/1.1 200", 12) == 0 && !strstr(buf, "100 Continue"), "%s: the answer, no second 100", what);
+    is_int(nsv_continue(s, w.conn), NSV_ESTATE, "%s: nsv_continue with no request waiting -> NSV_ESTATE", what);
+    close(fd);
+
+    memset(&w, 0, sizeof w);
+    fd = client(port);
+    sendall(fd, "POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+    ok(pump_until(s, &w, &w.request, 1, 100), "%s: head delivered again", what);
+    for (int i = 0; i < 5; i++)
+        pump(s, &w, 10);
+    is_int(nsv_reply(s, w.conn, 413, NULL, 0, "no", 2), NSV_OK, "%s: answered 413 without reading", what);
+    memset(buf, 0, sizeof buf);
+    read_wait(fd, buf, sizeof buf, s, &w, 40);
+    ok(strncmp(buf, "HTTP/1.1 413", 12) == 0, "%s: the 413 without a 100 Continue first", what);
+    close(fd);
+
+    memset(&w, 0, sizeof w);
+    fd = client(port);
+    sendall(fd, "POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc");
+    ok(pump_until(s, &w, &w.eof, 1, 100), "%s: a body without Expect streams at once", what);
+    is_int(nsv_continue(s, w.conn), NSV_OK, "%s: nsv_continue without Expect is a no-op", what);
+    nsv_reply(s, w.conn, 200, NULL, 0, "ok", 2);
+    memset(buf, 0, sizeof buf);
+    read_wait(fd, buf, sizeof buf, s, &w, 40);
+    ok(strncmp(buf, "HTTP/1.1 200", 12) == 0, "%s: and no 100 Continue is sent for it", what);
+    close(fd);
+    is_int(nsv_continue(s, 0), NSV_ESTALE, "%s: nsv_continue of id 0 -> NSV_ESTALE", what);
+    nsv_server_free(s);
+}
+
 int main(void)
 {
     int port;
@@ -333,6 +394,8 @@ int main(void)
     test_pause(s, port, "sharded");
     test_limits(s, port, "sharded");
     nsv_server_free(s);
+    test_expect_manual(0);
+    test_expect_manual(1);
     test_deadline();
     test_echo();
     return done_testing();

@@ -64,6 +64,8 @@ static void setup_checks(void)
     is_int(nsv_serve_dir(s, "/x/", 3, f, strlen(f), NULL, 0, 0), NSV_ENOTFOUND, "a file is not a directory");
     is_int(nsv_serve_dir(s, "/x/", 3, dir, strlen(dir), "a\r\nb", 4, 0), NSV_EINVAL, "CRLF in cache_control");
     is_int(nsv_serve_dir(s, "/x/", 3, dir, strlen(dir), NULL, 0, 1u << 20), NSV_EINVAL, "unknown flags");
+    is_int(nsv_serve_dir(s, "/x/", 3, dir, strlen(dir), NULL, 0, NSV_STATIC_PLAIN), NSV_EINVAL,
+           "NSV_STATIC_PLAIN is for nsv_reply_file only");
     is_int(nsv_serve_dir(s, "/x/", 3, dir, strlen(dir), NULL, 0, 0), 0, "first mount id 0");
     is_int(nsv_serve_dir(s, "/x/", 3, dir, strlen(dir), NULL, 0, 0), NSV_EINVAL, "the same prefix twice");
     is_int(nsv_serve_dir(s, "/y/", 3, dir, strlen(dir), NULL, 0, 0), 1, "second mount id 1");
@@ -157,6 +159,26 @@ static void single_loop(void)
     ok(status_of(buf) == 404 && strstr(buf, "Content-Type: text/x-custom\r\n") &&
            !strstr(buf, "text/html") && strstr(buf, "<p>page</p>"),
        "the host's status and Content-Type (replacing the guess), the file's body");
+
+    /* NSV_STATIC_PLAIN: the file as a plain body; the application keeps its
+     * own validators, so the library adds none and answers no condition. */
+    sendall(fd, "GET /app/plain HTTP/1.1\r\nHost: x\r\nRange: bytes=1-3\r\nIf-None-Match: *\r\n\r\n");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev, 200, 10), "a request answered with a plain file");
+    hdrs = arena + ev.headers_off;
+    is_int(nsv_reply_file(s, ev.conn, 0, dir, strlen(dir), "/hello.txt", 10, hdrs, ev.headers_len,
+                          "ETag: \"app\"\r\n", 13, NSV_STATIC_PLAIN), 0, "NSV_STATIC_PLAIN: queued");
+    read_polling(s, fd, buf, sizeof buf, 200, 10, "hello\n");
+    ok(status_of(buf) == 200 && strstr(buf, "Content-Length: 6\r\n") && strstr(buf, "ETag: \"app\"\r\n") &&
+           !strstr(buf, "Last-Modified") && !strstr(buf, "Accept-Ranges") && !strstr(buf, "Content-Range") &&
+           strstr(buf, "\r\n\r\nhello\n"),
+       "NSV_STATIC_PLAIN: 200 with the whole file, only the host's ETag, no Range or If-None-Match applied");
+    sendall(fd, "GET /app/plain404 HTTP/1.1\r\nHost: x\r\n\r\n");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev, 200, 10), "another request for a plain file");
+    is_int(nsv_reply_file(s, ev.conn, 299, dir, strlen(dir), "/hello.txt", 10, NULL, 0, NULL, 0, NSV_STATIC_PLAIN),
+           0, "NSV_STATIC_PLAIN with a status");
+    read_polling(s, fd, buf, sizeof buf, 200, 10, "hello\n");
+    ok(status_of(buf) == 299 && !strstr(buf, "ETag") && strstr(buf, "Content-Type: text/plain"),
+       "NSV_STATIC_PLAIN: the host's status, the guessed Content-Type, no ETag");
 
     sendall(fd, "HEAD /app/head HTTP/1.1\r\nHost: x\r\n\r\n");
     ok(wait_event(s, NSV_EV_REQUEST, &ev, 200, 10), "a HEAD request");

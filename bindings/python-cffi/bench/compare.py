@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Requests per second per server core: echo.py against echo-server (C), a
-Flask app under gunicorn, an ASGI app under uvicorn, and the WSGI adapter.
+Flask app under gunicorn, an ASGI app under uvicorn, the WSGI adapter, and
+the same ASGI and Flask apps under `python3 -m nanosrv`.
 
 Each server runs pinned to CPU 1 (taskset -c 1), wrk pinned to CPU 0. The
 server's CPU time (utime+stime from /proc/PID/stat, children included for
@@ -36,8 +37,15 @@ def servers(port):
         "Flask under nanosrv.wsgi": ([PY, os.path.join(HERE, "apps.py"), "nanosrv-wsgi", str(port)], env_py),
         "Flask under gunicorn (sync, 1 worker)": (["gunicorn", "-w", "1", "-b", "127.0.0.1:%d" % port,
                                                    "--log-level", "warning", "apps:flask_app"], env_py),
-        "ASGI app under uvicorn": (["uvicorn", "--port", str(port), "--log-level", "warning",
+        "ASGI app under uvicorn": ([PY, "-m", "uvicorn", "--port", str(port), "--log-level", "warning",
                                     "--no-access-log", "apps:asgi_app"], env_py),
+        # The same two apps under nanosrv's server command (nanosrv.asgi, nanosrv.wsgi with threads)
+        "ASGI app under python3 -m nanosrv": ([PY, "-m", "nanosrv", "apps:asgi_app", "--interface", "asgi",
+                                               "--port", str(port), "--log-level", "warning",
+                                               "--no-access-log"], env_py),
+        "Flask under python3 -m nanosrv --interface wsgi": ([PY, "-m", "nanosrv", "apps:flask_app", "--interface",
+                                                             "wsgi", "--port", str(port), "--log-level", "warning",
+                                                             "--no-access-log"], env_py),
         "aiohttp": ([PY, os.path.join(HERE, "apps.py"), "aiohttp", str(port)], env_py),
     }
 

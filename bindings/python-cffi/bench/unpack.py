@@ -41,7 +41,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=7)
     a = ap.parse_args()
     m = nanosrv.Manager(max_events=a.batch)
-    m.route("GET", "/items/:id", lambda conn, msg: (msg.method, msg.path) and None)
+    def handler(conn, msg):
+        msg.method, msg.path
+        # The events are fabricated, so nothing can answer them; marking the
+        # request answered keeps the "handler never replied" 500 path (and
+        # its log line) out of what is measured.
+        conn._pending = False
+    m.route("GET", "/items/:id", handler)
     fill(m, a.batch)
     batches = max(1, a.events // a.batch)
     total = batches * a.batch

@@ -24,15 +24,15 @@ from .stream import BodyStream
 from .util import (LogLevel, Url, base64_decode, base64_decode_bytes, base64_encode, base64_encode_bytes,
                    get_log_level, millis, set_log_level, tls_available, url_decode, url_decode_bytes, url_encode, version)
 
-__version__ = "1.1.0"
+__version__ = "1.2.0"
 
 
-def websocket_available():
+def websocket_available() -> bool:
     """True if the loaded libnanosrv has the WebSocket send functions."""
     return has("nsv_ws_send") and has("nsv_ws_upgrade")
 
 
-def sharded_available():
+def sharded_available() -> bool:
     """True if the loaded libnanosrv can create sharded servers."""
     m = None
     try:

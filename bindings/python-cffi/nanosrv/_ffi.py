@@ -47,13 +47,17 @@ def _load_abi_json():
 
 
 def _candidates():
-    # Order shared by all bindings: explicit path, a copy next to the
-    # package, then the dynamic linker's search path.
+    """[(path or name, how it was chosen, why it was skipped or None)] in the
+    order shared by all bindings: explicit path, a copy next to the package,
+    then the dynamic linker's search path."""
     env = os.environ.get("NANOSRV_LIBRARY")
     if env:
-        return [env]
+        return [(env, "NANOSRV_LIBRARY", None)]
     local = os.path.join(HERE, "libnanosrv.so.1")
-    return ([local] if os.path.exists(local) else []) + ["libnanosrv.so.1"]
+    return [(local, "the copy next to the package",
+             None if os.path.exists(local) else "no such file"),
+            ("libnanosrv.so.1", "the dynamic linker's search path (LD_LIBRARY_PATH=%r, the ldconfig cache, "
+             "/lib, /usr/lib)" % os.environ.get("LD_LIBRARY_PATH", ""), None)]
 
 
 ffi = cffi.FFI()
@@ -62,14 +66,19 @@ ffi.cdef(CDEF_TEXT)
 
 
 def _open():
-    errors = []
-    for cand in _candidates():
+    tried = []
+    for cand, how, skip in _candidates():
+        if skip is not None:
+            tried.append("%s (%s): %s" % (cand, how, skip))
+            continue
         try:
             return ffi.dlopen(cand), cand
         except OSError as e:
-            errors.append("%s: %s" % (cand, e))
-    raise ImportError("nanosrv: cannot load libnanosrv.so.1 (set NANOSRV_LIBRARY to its path): "
-                      + "; ".join(errors))
+            tried.append("%s (%s): %s" % (cand, how, e))
+    raise ImportError("nanosrv: cannot load libnanosrv.so.1. Tried, in order:\n  " + "\n  ".join(tried)
+                      + "\nBuild it with `make` in the libnanosrv checkout and point at it with "
+                      "NANOSRV_LIBRARY=/path/to/build/libnanosrv.so.1, or install it (make install) where "
+                      "the dynamic linker looks.")
 
 
 ABI, ABI_PATH = _load_abi_json()
@@ -106,7 +115,7 @@ if _evsize != EVENT_SIZE:
                       % (LIBRARY_PATH, _evsize, CDEF_PATH, EVENT_SIZE))
 
 
-def has(name):
+def has(name: str) -> bool:
     """True if the loaded library exports function `name` (and the cdef declares it)."""
     try:
         getattr(lib, name)

@@ -7,18 +7,24 @@ GIL while nsv_poll waits.
 """
 import inspect
 import logging
+import re
 import sys
 import threading
+import uuid
+from collections import deque
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ._conn import Connection, to_bytes
 from ._ffi import ffi, has, lib, EVENT_SIZE
 from ._message import (BODY, BODY_LEN, CODE, CONN, EVENT, EVF_EOF, EVF_STREAM_BODY, EVF_TLS, FLAGS, LISTENER, ROUTE,
                        TYPE, Event, HttpMessage, WsMessage, WsOpcode)
 from ._response import to_reply
-from .errors import HTTPError, InvalidArgument, NotSupportedError, check, error, require
+from .errors import ESTATE, HTTPError, InvalidArgument, NotSupportedError, StateError, check, error, require
 from .stream import BodyStream, body_error
 
 log = logging.getLogger("nanosrv")
+_get_ident = threading.get_ident
+Handler = Callable[..., Any]
 
 _poll = lib.nsv_poll
 _getrefcount = sys.getrefcount
@@ -37,30 +43,140 @@ _ERR_500 = b'{"error":"internal server error"}'
 _ERR_404 = b'{"error":"not found"}'
 
 
-def _not_found(conn, msg):
-    conn.http_reply(404, _JSON_HDR, _ERR_404)
+def _not_found(conn: Connection, msg: HttpMessage) -> None:
+    # Only a path no route took gets here: whether it matches a route of
+    # another method is worked out now, off the routed requests' path.
+    allow = conn._m._allowed(msg.raw_path)
+    if allow:
+        conn.http_reply(405, b"Content-Type: application/json\r\nAllow: " + allow.encode() + b"\r\n",
+                        b'{"error":"method not allowed"}')
+    else:
+        conn.http_reply(404, _JSON_HDR, _ERR_404)
 
 
-def _upgrade_required(conn, msg):
+def _upgrade_required(conn: Connection, msg: HttpMessage) -> None:
     conn.http_reply(426, b"Content-Type: application/json\r\nUpgrade: websocket\r\n",
                     b'{"error":"websocket upgrade required"}')
 
 
-def _pattern(p):
-    """Accept "/users/{id}" as well as the router's own "/users/:id"."""
+# Converters of Flask ("<int:id>") and Starlette ("{id:int}") patterns: the
+# router matches a whole segment; the value is converted before the handler
+# runs, and a value the converter refuses is a 404, as in those frameworks.
+_CONVERTERS = {"str": None, "string": None, "int": int, "float": float, "uuid": uuid.UUID, "path": None}
+_FLASK_SEG = re.compile(r"<(?:(\w+):)?(\w+)>\Z")
+_BRACE_SEG = re.compile(r"\{(\w+)(?::(\w+))?\}\Z")
+_INT_RE = re.compile(r"[0-9]+\Z")
+
+
+class _NoMatch(Exception):
+    """A route parameter its converter refused (answered 404)."""
+
+
+class _RouteSpec:
+    """How one route's parameters are presented: `wild`, the name a
+    "<path:name>" gives the trailing wildcard; `conv`, name -> converter."""
+    __slots__ = ("wild", "conv")
+
+    def __init__(self, wild: Optional[str], conv: Dict[str, Any]) -> None:
+        self.wild, self.conv = wild, conv
+
+    def apply(self, params: Dict[str, Any]) -> Dict[str, Any]:
+        if self.wild is not None and "*" in params:
+            params[self.wild] = params.pop("*")
+        for name, fn in self.conv.items():
+            v = params.get(name)
+            if v is None:
+                continue
+            if fn is int and not _INT_RE.match(v):
+                raise _NoMatch(name)
+            try:
+                params[name] = fn(v)
+            except ValueError:
+                raise _NoMatch(name) from None
+        return params
+
+
+def _pattern(p: str) -> Tuple[str, Optional[_RouteSpec]]:
+    """(router pattern, spec or None). Accepts the router's own "/users/:id"
+    and trailing "*", "/users/{id}" and "{id:int}" (Starlette), and
+    "/users/<id>", "<int:id>", "<path:rest>" (Flask). A parameter must be a
+    whole segment, and a path parameter the last one: ValueError otherwise."""
     if not isinstance(p, str):
         raise TypeError("route pattern must be str, not %s" % type(p).__name__)
-    return "/".join(":" + s[1:-1] if s.startswith("{") and s.endswith("}") else s for s in p.split("/"))
+    if not p.startswith("/"):
+        raise ValueError("route pattern %r must start with '/'" % (p,))
+    segs = p.split("/")
+    wild, conv, out = None, {}, []
+    for i, seg in enumerate(segs):
+        m = _FLASK_SEG.match(seg)
+        if m is not None:
+            kind, name = m.group(1) or "str", m.group(2)
+        else:
+            m = _BRACE_SEG.match(seg)
+            if m is None:
+                if "<" in seg or ">" in seg or "{" in seg or "}" in seg:
+                    raise ValueError("route pattern %r: segment %r mixes text and a parameter, or is "
+                                     "malformed; a parameter is a whole segment: <name>, <int:name>, {name}"
+                                     % (p, seg))
+                out.append(seg)
+                continue
+            name, kind = m.group(1), m.group(2) or "str"
+        if kind not in _CONVERTERS:
+            raise ValueError("route pattern %r: unknown converter %r in %r (known: %s)"
+                             % (p, kind, seg, ", ".join(sorted(_CONVERTERS))))
+        if kind == "path":
+            if i != len(segs) - 1:
+                raise ValueError("route pattern %r: a path parameter (%r) must be the last segment"
+                                 % (p, seg))
+            wild = name
+            out.append("*")
+            continue
+        if _CONVERTERS[kind] is not None:
+            conv[name] = _CONVERTERS[kind]
+        out.append(":" + name)
+    return "/".join(out), (_RouteSpec(wild, conv) if wild is not None or conv else None)
+
+
+def _route_regex(pattern: str) -> "re.Pattern[str]":
+    """The router's match of a pattern ("/a/:x/*") as a regex over the raw
+    path, for the 405 check: ":x" is one non-empty segment, a final "*" any
+    remainder."""
+    parts = []
+    for seg in pattern.split("/")[1:]:
+        if seg == "*":
+            parts.append("/.*")
+        elif seg.startswith(":"):
+            parts.append("/[^/]+")
+        else:
+            parts.append("/" + re.escape(seg))
+    return re.compile("".join(parts) + r"\Z", re.S)
+
+
+class _Setup:
+    __slots__ = ("m", "what")
+
+    def __init__(self, m: "Manager", what: str) -> None:
+        self.m, self.what = m, what
+
+    def __enter__(self) -> Any:
+        m = self.m
+        srv = m._live()
+        if not m._plock.acquire(False):
+            raise m._foreign(self.what)
+        return srv
+
+    def __exit__(self, *exc: Any) -> None:
+        self.m._plock.release()
 
 
 class Listener:
     """A bound listener: `id`, `port` and `url`."""
     __slots__ = ("id", "port", "url", "_m")
 
-    def __init__(self, lid, port, url, manager=None):
+    def __init__(self, lid: int, port: int, url: str, manager: Optional["Manager"] = None) -> None:
         self.id, self.port, self.url, self._m = lid, port, url, manager
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<Listener %d port %d>" % (self.id, self.port)
 
 
@@ -73,13 +189,14 @@ class ConnectionRef(Listener):
     `url`)."""
     __slots__ = ()
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         m = self._m
         return m is not None and m._srv != ffi.NULL and not m._draining and self.id not in m._closed_listeners
 
     is_listening = property(__bool__)
 
-    def close(self):
+    def close(self) -> None:
+        """Stop accepting on this listener."""
         m = self._m
         if m is not None and self.id not in m._closed_listeners:
             m._closed_listeners.add(self.id)
@@ -87,15 +204,38 @@ class ConnectionRef(Listener):
             m._listen_ws[self.id] = None
             m._listen_events[self.id] = None
 
-    def http_reply(self, status, headers="", body=b""):
+    def http_reply(self, status: Any, headers: Any = "", body: Any = b"") -> bool:
+        """A listener has no peer: nothing is sent."""
         return False
 
-    def send_bytes(self, data):
+    def send_bytes(self, data: Any) -> bool:
+        """A listener has no peer: nothing is sent."""
         return False
 
 
-def _refuse(conn, msg):
+def _refuse(conn: Connection, msg: HttpMessage) -> None:
     conn.close()
+
+
+def _converting(fn: Handler) -> Handler:
+    """fn behind the route's parameter converters: a value one refuses
+    (e.g. "abc" for <int:id>) is a 404, as Flask and Starlette answer."""
+    def converting(conn, msg):
+        try:
+            msg.params
+        except _NoMatch:
+            conn.http_reply(404, _JSON_HDR, _ERR_404)
+            return None
+        return fn(conn, msg)
+    converting.__wrapped__ = fn  # type: ignore[attr-defined]
+    return converting
+
+
+# Reference counts of a connection that only the loop holds, as
+# sys.getrefcount sees it in _run_later (the table, `c`, msg._c, c._body and
+# the argument) and in _finish (the table, `c`, msg._c, the argument).
+_LATER_REFS = 5
+_FINISH_REFS = 4
 
 
 class Metrics:
@@ -106,11 +246,11 @@ class Metrics:
     `bytes_written` are None: the library keeps no byte counters yet."""
     __slots__ = ("accepted", "closed", "errors", "bytes_read", "bytes_written", "active")
 
-    def __init__(self, accepted, closed, errors, active):
+    def __init__(self, accepted: int, closed: int, errors: int, active: int) -> None:
         self.accepted, self.closed, self.errors, self.active = accepted, closed, errors, active
         self.bytes_read = self.bytes_written = None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Metrics(accepted=%d, closed=%d, errors=%d, active=%d)" % (
             self.accepted, self.closed, self.errors, self.active)
 
@@ -121,26 +261,97 @@ _NO_LIMIT = {"idle_timeout_ms": 86400000, "request_timeout_ms": 86400000, "conne
 _FOREVER_MS = (1 << 31) - 1
 
 
-class Manager:
-    """A single-loop server driven by poll(timeout_ms) or run() in one thread."""
+# Smallest arena accepted (0 made the growth on NSV_ENOBUFS spin); it grows
+# on demand from there (_poll_failed).
+_MIN_ARENA = 1024
+_log_queue_on = False
+_LOG_LEVELS = {1: logging.ERROR, 2: logging.INFO, 3: logging.DEBUG, 4: 5}  # NSV_LOG_VERBOSE: below DEBUG
+_log_buf: Any = None
+_log_dropped = 0
 
-    def __init__(self, max_events=256, arena_size=1 << 20, _srv=None):
+
+def _start_log_queue() -> None:
+    """Route the library's log lines through its queue (nsv_set_log_queue),
+    drained by the polling thread (_drain_log), so no library thread ever
+    calls into Python. Process-wide, once."""
+    global _log_queue_on, _log_buf
+    if _log_queue_on or not has("nsv_set_log_queue"):
+        return
+    _log_buf = ffi.new("char[]", 1 << 16)
+    if lib.nsv_set_log_queue(1024) == 0:
+        _log_queue_on = True
+
+
+_log_lock = threading.Lock()
+
+
+def _drain_log() -> None:
+    """Move the library's waiting log lines to the "nanosrv" logger (level
+    byte, 2-byte length, text per record). One thread at a time (the buffer
+    is shared; poll_worker threads may meet here): a thread that finds
+    another draining leaves the lines to it."""
+    if not _log_lock.acquire(False):
+        return
+    try:
+        _drain_log_locked()
+    finally:
+        _log_lock.release()
+
+
+def _drain_log_locked() -> None:
+    global _log_dropped
+    buf = _log_buf
+    cap = 1 << 16  # len(_log_buf)
+    while True:
+        n = lib.nsv_log_take(buf, cap)
+        if n <= 0:
+            break
+        data = ffi.buffer(buf, n)[:]
+        at = 0
+        while at + 3 <= n:
+            ln = data[at + 1] | data[at + 2] << 8
+            log.log(_LOG_LEVELS.get(data[at], logging.DEBUG), "libnanosrv: %s",
+                    data[at + 3:at + 3 + ln].decode("utf-8", "replace"))
+            at += 3 + ln
+    d = lib.nsv_log_dropped()
+    if d != _log_dropped:
+        log.warning("libnanosrv: %d log lines dropped (the log queue was full)", d - _log_dropped)
+        _log_dropped = d
+
+
+class Manager:
+    """A single-loop server driven by poll(timeout_ms) or run() in one thread.
+
+    Threads: the thread inside (or last inside) poll()/run() owns the
+    server; replies and setup from any other thread raise StateError (hand
+    them over with call_soon_threadsafe, or use ShardedManager). Setup
+    before the first poll may come from any thread; stop(), wakeup() and
+    call_soon_threadsafe() from any thread at any time; close() from
+    another thread stops a running loop first."""
+
+    _single = True  # replies only from the polling thread (ShardedManager: from any)
+    close_timeout: float = 10.0  # seconds close() waits for another thread to leave poll()
+
+    def __init__(self, max_events: int = 256, arena_size: int = 1 << 20, _srv: Any = None) -> None:
+        if not isinstance(max_events, int) or isinstance(max_events, bool) or max_events < 1:
+            raise ValueError("max_events must be a positive int, not %r" % (max_events,))
+        if not isinstance(arena_size, int) or isinstance(arena_size, bool) or arena_size < _MIN_ARENA:
+            raise ValueError("arena_size must be an int >= %d (bytes; it grows on demand), not %r"
+                             % (_MIN_ARENA, arena_size))
         srv = _srv if _srv is not None else lib.nsv_server_new()
         if srv == ffi.NULL:
             raise MemoryError("nsv_server_new failed")
         self._srv = ffi.gc(srv, lib.nsv_server_free)
-        if not isinstance(max_events, int) or max_events < 1:
-            raise ValueError("max_events must be a positive int")
         self._max = max_events
         self._evs = ffi.new("nsv_event[]", max_events)
         self._evbuf = ffi.buffer(self._evs)
         self._set_arena(arena_size)
-        self._conns = {}            # id -> Connection, until its CLOSE event
-        self._listen_fns = []       # listener id -> fn(conn, msg)
-        self._listen_ws = []        # listener id -> fn(conn, event, data) or None
-        self._listen_events = []    # listener id -> fn(conn, event, data) for http_listen_event
-        self._route_fns = []        # route id -> fn(conn, msg)
-        self._route_ws = []         # route id -> ws handler or None
+        self._conns: Dict[int, Connection] = {}  # id -> Connection, until its CLOSE event
+        self._listen_fns: List[Handler] = []  # listener id -> fn(conn, msg)
+        self._listen_ws: List[Optional[Handler]] = []  # listener id -> fn(conn, event, data) or None
+        self._listen_events: List[Optional[Handler]] = []  # listener id -> fn for http_listen_event
+        self._route_fns: List[Handler] = []  # route id -> fn(conn, msg)
+        self._route_ws: List[Optional[Handler]] = []  # route id -> ws handler or None
         self._kick = None           # set by the asyncio integration
         self._loop = None
         self._aio = None
@@ -149,32 +360,109 @@ class Manager:
         # Bytes of a streamed body buffered for a consumer that lags before
         # reading from the client pauses (see nanosrv.stream).
         self.body_buffer = 1 << 20
-        self._later = []            # streamed requests waiting for the end of their batch
+        # streamed requests waiting for the end of their batch
+        self._later: List[Tuple[Handler, Connection, HttpMessage]] = []
         self._stream_all = False    # the stream_body option is on: every handler may stream
-        self._closed_listeners = set()
+        self._closed_listeners: set = set()
         self._draining = False
         self._n_seen = self._n_closed = self._n_errors = 0
         self._tl = threading.local()  # per-thread buffers of poll_worker
         self._raw = None            # raw TCP, timers and wakeups (nanosrv.tcp)
+        # Threads: _plock is held by the thread inside poll()/run() (RLock: a
+        # synchronous body reader polls from inside a handler); _tid is the
+        # owning thread's ident (None until the first poll, and always on a
+        # sharded server), the one comparison the reply paths make.
+        self._plock = threading.RLock()
+        self._tid: Optional[int] = None
+        self._tname = ""
+        self._soon: deque = deque()  # call_soon_threadsafe: (fn, args), run by the polling thread
+        self._wlock = threading.Lock()  # a wakeup or stop from another thread never meets the free
+        self._route_rx: List[Tuple[str, Any]] = []  # (method, regex) per route, for 405 on an unmatched path
+        self._route_spec: List[Optional[_RouteSpec]] = []  # route id -> _RouteSpec or None
+        # High water mark of streamed replies: a connection counts the bytes
+        # it queues against it (Connection.writable).
+        self._hw = lib.nsv_get_int(self._srv, lib.NSV_OPT_TCP_HIGH_WATER)
+        self._count_blocked: Optional[set] = set() if not self._single else None
+        _start_log_queue()
 
-    def _set_arena(self, cap):
+    def _set_arena(self, cap: int) -> None:
         self._arena = ffi.new("char[]", cap)
         self._abuf = ffi.buffer(self._arena)
         self._cap = cap
 
-    def _live(self):
+    def _live(self) -> Any:
         if self._srv == ffi.NULL:
             raise error(lib.NSV_EINVAL, "the server has been closed")
         return self._srv
 
+    def _setup(self, what: str) -> "_Setup":
+        """`with self._setup(what) as srv:` for setup calls: refused while
+        another thread is inside poll()/run() (the C contract allows setup
+        before the first poll and between polls), and holding the poll lock
+        meanwhile so no poll starts under it."""
+        return _Setup(self, what)
+
+    def _foreign(self, what: str) -> StateError:
+        """The error for a call from a thread that does not own the loop."""
+        me = threading.current_thread()
+        me_id = me.ident or 0
+        return StateError(ESTATE, "%s called from thread %r (%d), but this Manager is polled by thread %r "
+                          "(%d): a single-loop Manager is used from its polling thread only. Hand the call "
+                          "to it with manager.call_soon_threadsafe(fn, *args), or use ShardedManager, "
+                          "whose replies are safe from any thread" % (what, me.name, me_id, self._tname,
+                                                                      self._tid or 0))
+
+    def _claim(self, me: int) -> None:
+        # The polling thread changed (first poll, or a new thread took over
+        # while none was inside): it owns the server from now on.
+        self._tid = me if self._single else None
+        self._tname = threading.current_thread().name
+
+    def call_soon_threadsafe(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run fn(*args) in the polling thread, after the batch being
+        handled (or at once if poll() is waiting: it is woken up). Safe from
+        any thread: the way for worker threads to reply on a single-loop
+        Manager (conn.http_reply, send_chunk, ...). Exceptions fn raises
+        are logged. Callbacks queued after close() never run."""
+        if not callable(fn):
+            raise TypeError("call_soon_threadsafe: fn must be callable, not %s" % type(fn).__name__)
+        self._soon.append((fn, args))
+        with self._wlock:
+            srv = self._srv
+            if srv != ffi.NULL:
+                lib.nsv_wakeup(srv)
+
+    def _run_soon(self) -> int:
+        soon = self._soon
+        n = 0
+        # Bounded by what is queued now: a callback that queues another
+        # runs in the next poll, so a poll always returns.
+        for _ in range(len(soon)):
+            fn, args = soon.popleft()
+            n += 1
+            try:
+                fn(*args)
+            except Exception:
+                log.exception("call_soon_threadsafe callback %r failed", fn)
+        return n
+
     # ---- setup ----
 
-    def _listen(self, url, fn, ws, events):
+    def _listen(self, url: str, fn: Handler, ws: Optional[Handler], events: Optional[Handler]) -> "ConnectionRef":
         if not isinstance(url, str):
             raise TypeError("url must be str, not %s" % type(url).__name__)
-        srv = self._live()
+        scheme = url.partition("://")[0].lower()
+        if scheme in ("tcp", "tls"):
+            raise InvalidArgument(lib.NSV_EINVAL, "http_listen(%r): a %s:// listener carries raw TCP, not "
+                                  "HTTP; use Manager.tcp_listen(url, handler) for it" % (url, scheme))
         u = url.encode()
-        lid = check(lib.nsv_listen(srv, u, len(u)), srv)
+        with self._setup("http_listen") as srv:
+            lid = check(lib.nsv_listen(srv, u, len(u)), srv)
+        return self._register_listener(lid, url, fn, ws, events)
+
+    def _register_listener(self, lid: int, url: str, fn: Handler, ws: Optional[Handler],
+                           events: Optional[Handler]) -> "ConnectionRef":
+        """Handlers of listener `lid` (from nsv_listen or nsv_listen_fd)."""
         while len(self._listen_fns) <= lid:
             self._listen_fns.append(_not_found)
             self._listen_ws.append(None)
@@ -182,9 +470,19 @@ class Manager:
         self._listen_fns[lid] = self._streaming(fn) if self._stream_all else fn
         self._listen_ws[lid] = ws
         self._listen_events[lid] = events
-        return ConnectionRef(lid, lib.nsv_listener_port(srv, lid), url, self)
+        return ConnectionRef(lid, lib.nsv_listener_port(self._srv, lid), url, self)
 
-    def http_listen(self, url, handler=None, ws_handler=None):
+    def listen_fd(self, url: str, fd: int, handler: Optional[Handler] = None,
+                  ws_handler: Optional[Handler] = None) -> "ConnectionRef":
+        """Serve the already listening socket `fd` (inherited from a
+        supervisor, or from systemd socket activation) with the scheme and
+        TLS of `url`, as http_listen does; the library owns fd afterwards
+        (nsv_listen_fd; see nanosrv.server.listen_fd)."""
+        from .server import listen_fd
+        return listen_fd(self, url, fd, handler, ws_handler)
+
+    def http_listen(self, url: str, handler: Optional[Handler] = None,
+                    ws_handler: Optional[Handler] = None) -> "ConnectionRef":
         """Listen on url ("http://host:port"; port 0 picks one). handler(conn,
         msg) gets requests no route took; ws_handler(conn, event, data) gets
         WebSocket events of connections upgraded with conn.ws_upgrade().
@@ -195,7 +493,7 @@ class Manager:
 
     listen = http_listen
 
-    def http_listen_event(self, url, handler):
+    def http_listen_event(self, url: str, handler: Handler) -> "ConnectionRef":
         """Listen with one handler(conn, event, data) for every event:
         Event.HttpMessage, WsOpen, WsMessage, WsControl, Close, Error."""
         if not callable(handler):
@@ -205,47 +503,81 @@ class Manager:
             return handler(conn, Event.HttpMessage, msg)
         return self._listen(url, on_request, handler, handler)
 
-    def route(self, method, pattern, handler=None, websocket=False, stream=False):
+    def route(self, method: str, pattern: str, handler: Optional[Handler] = None, websocket: bool = False,
+              stream: bool = False) -> Any:
         """Register handler(conn, msg) for method ("GET", ..., "ALL") and
-        pattern ("/users/:id" or "/users/{id}", trailing "*"). Usable as a
-        decorator. With websocket=True the route upgrades automatically and
-        handler(conn, event, data) gets the WebSocket events. With
-        stream=True the handler is called once the head has arrived and
-        reads the body from msg.stream (see nanosrv.stream)."""
+        pattern. Usable as a decorator. Patterns: the router's "/users/:id"
+        and trailing "*"; "/users/{id}", "{id:int}", "{rest:path}"
+        (Starlette); "/users/<id>", "<int:id>", "<float:x>", "<uuid:u>",
+        "<path:rest>" (Flask). A parameter is a whole segment; a path one is
+        the last and may be empty. Converted values (int, float, UUID) reach
+        msg.params converted, and a value the converter refuses answers 404
+        without calling the handler. With websocket=True the route upgrades
+        automatically and handler(conn, event, data) gets the WebSocket
+        events. With stream=True the handler is called once the head has
+        arrived and reads the body from msg.stream (see nanosrv.stream). A
+        path that matches a route of another method only is answered 405
+        with Allow (when the listener has no handler of its own)."""
         if handler is None:
             return lambda fn: self.route(method, pattern, fn, websocket, stream) or fn
         if not callable(handler):
             raise TypeError("handler must be callable")
         if not isinstance(method, str):
             raise TypeError("method must be str, not %s" % type(method).__name__)
-        srv = self._live()
-        m, p = method.upper().encode(), _pattern(pattern).encode()
-        rid = len(self._route_fns)
+        rp, spec = _pattern(pattern)
+        m, p = method.upper().encode(), rp.encode()
         flags = (lib.NSV_ROUTE_WEBSOCKET if websocket else 0) | (lib.NSV_ROUTE_STREAM_BODY if stream else 0)
-        check(lib.nsv_route(srv, m, len(m), p, len(p), rid, flags), srv)
-        self._route_fns.append(_upgrade_required if websocket else
-                               self._streaming(handler) if stream or self._stream_all else handler)
-        self._route_ws.append(handler if websocket else None)
+        with self._setup("route") as srv:
+            rid = len(self._route_fns)
+            check(lib.nsv_route(srv, m, len(m), p, len(p), rid, flags), srv)
+            fn = handler
+            if spec is not None and spec.conv and not websocket:
+                fn = _converting(fn)
+            self._route_fns.append(_upgrade_required if websocket else
+                                   self._streaming(fn) if stream or self._stream_all else fn)
+            self._route_ws.append(handler if websocket else None)
+            self._route_spec.append(spec)
+            self._route_rx.append((method.upper(), _route_regex(rp)))
         return handler
 
-    def get(self, pattern, handler=None):
+    def _allowed(self, raw_path: bytes) -> str:
+        """The Allow value for a path no route of the request's method took:
+        the methods of routes that match it ("" if none)."""
+        if not self._route_rx:
+            return ""
+        path = raw_path.decode("latin-1")
+        methods = set()
+        for method, rx in self._route_rx:
+            if rx.match(path):
+                if method == "ALL":
+                    return ""  # an ALL route would have taken it: not a method mismatch
+                methods.add(method)
+        if "GET" in methods:
+            methods.add("HEAD")
+        return ", ".join(sorted(methods))
+
+    def get(self, pattern: str, handler: Optional[Handler] = None) -> Any:
+        """route("GET", pattern, handler); a decorator without handler."""
         return self.route("GET", pattern, handler)
 
-    def post(self, pattern, handler=None, stream=False):
+    def post(self, pattern: str, handler: Optional[Handler] = None, stream: bool = False) -> Any:
+        """route("POST", ...)."""
         return self.route("POST", pattern, handler, stream=stream)
 
-    def put(self, pattern, handler=None, stream=False):
+    def put(self, pattern: str, handler: Optional[Handler] = None, stream: bool = False) -> Any:
+        """route("PUT", ...)."""
         return self.route("PUT", pattern, handler, stream=stream)
 
-    def static(self, prefix, directory, *, cache_control=None, **flags):
+    def static(self, prefix: str, directory: str, *, cache_control: Optional[str] = None, **flags: Any) -> int:
         """Serve `directory` under the URL `prefix` ("/assets/"), in C with
         no event for Python (nsv_serve_dir): GET/HEAD, index.html, ETag,
         Range, 304. flags by name: list, symlinks, precompressed,
         fallthrough, dotfiles (see nanosrv.static). Returns the mount id."""
         from .static import serve_dir
-        return serve_dir(self._live(), prefix, directory, cache_control, flags)
+        with self._setup("static") as srv:
+            return serve_dir(srv, prefix, directory, cache_control, flags)
 
-    def websocket(self, pattern, handler=None):
+    def websocket(self, pattern: str, handler: Optional[Handler] = None) -> Any:
         """Automatic-upgrade WebSocket route; handler(conn, event, data)."""
         if not has("nsv_ws_send"):
             raise NotSupportedError(lib.NSV_ENOTSUP, "WebSocket routes need nsv_ws_send(), which the "
@@ -254,25 +586,28 @@ class Manager:
 
     # ---- options ----
 
-    def set_option(self, name, value):
+    def set_option(self, name: Union[str, bytes, int], value: Union[int, str, bytes]) -> None:
         """Set an option by name: integers ("max_body", "idle_timeout_ms",
         "tls_verify_client", ...) and strings ("tls_cert_file", "tls_key_file",
         "tls_ca_file", "tls_cert_pem", ...; str or bytes)."""
-        srv = self._live()
         b = name.encode() if isinstance(name, str) else name
         opt = check(lib.nsv_opt_by_name(b, len(b))) if isinstance(b, bytes) else name
-        if isinstance(value, (str, bytes)):
-            v = value.encode() if isinstance(value, str) else value
-            check(lib.nsv_set_str(srv, opt, v, len(v)), srv)
-        else:
-            check(lib.nsv_set_int(srv, opt, value), srv)
+        with self._setup("set_option") as srv:
+            if isinstance(value, (str, bytes)):
+                v = value.encode() if isinstance(value, str) else value
+                check(lib.nsv_set_str(srv, opt, v, len(v)), srv)
+            else:
+                check(lib.nsv_set_int(srv, opt, value), srv)
+                if opt == lib.NSV_OPT_TCP_HIGH_WATER:
+                    self._hw = lib.nsv_get_int(srv, opt)
             if opt == lib.NSV_OPT_STREAM_BODY and value and not self._stream_all:
                 # Every request body may now stream: wrap what is registered.
                 self._stream_all = True
                 self._listen_fns = [self._streaming(f) for f in self._listen_fns]
                 self._route_fns = [f if f is _upgrade_required else self._streaming(f) for f in self._route_fns]
 
-    def get_option(self, name):
+    def get_option(self, name: Union[str, bytes, int]) -> int:
+        """An integer option's value by name (or NSV_OPT_* number)."""
         srv = self._live()
         b = name.encode() if isinstance(name, str) else name
         opt = check(lib.nsv_opt_by_name(b, len(b))) if isinstance(b, bytes) else name
@@ -281,79 +616,138 @@ class Manager:
     # nanosrv's hardening setters: 0 disables the limit (sets the library's
     # largest value); the properties read 0 back for it.
 
-    def _set_limit(self, name, v):
+    def _set_limit(self, name: str, v: int) -> None:
         if not isinstance(v, int) or isinstance(v, bool):
             raise TypeError("%s must be an int, not %s" % (name, type(v).__name__))
         if v < 0:
             raise InvalidArgument(lib.NSV_ERANGE, "%s must be >= 0 (0 disables it), not %d" % (name, v))
         self.set_option(name, v or _NO_LIMIT[name])
 
-    def _limit(self, name):
+    def _limit(self, name: str) -> int:
         v = self.get_option(name)
         return 0 if v == _NO_LIMIT[name] else v
 
-    def set_idle_timeout(self, ms):
+    def set_idle_timeout(self, ms: int) -> None:
         self._set_limit("idle_timeout_ms", ms)
 
-    def set_request_timeout(self, ms):
+    def set_request_timeout(self, ms: int) -> None:
         self._set_limit("request_timeout_ms", ms)
 
-    def set_connect_timeout(self, ms):
+    def set_connect_timeout(self, ms: int) -> None:
         self._set_limit("connect_timeout_ms", ms)
 
-    def set_max_body_size(self, n):
+    def set_max_body_size(self, n: int) -> None:
         self._set_limit("max_body", n)
 
-    def set_max_connections(self, n):
+    def set_max_connections(self, n: int) -> None:
         self._set_limit("max_conns", n)
 
-    def set_max_send_buffer(self, n):
+    def set_max_send_buffer(self, n: int) -> None:
         self._set_limit("max_output", n)
 
-    idle_timeout = property(lambda self: self._limit("idle_timeout_ms"))
-    request_timeout = property(lambda self: self._limit("request_timeout_ms"))
-    connect_timeout = property(lambda self: self._limit("connect_timeout_ms"))
-    max_body_size = property(lambda self: self._limit("max_body"))
-    max_connections = property(lambda self: self._limit("max_conns"))
-    max_send_buffer = property(lambda self: self._limit("max_output"))
+    @property
+    def idle_timeout(self) -> int:
+        """ms (0: none)."""
+        return self._limit("idle_timeout_ms")
 
     @property
-    def num_connections(self):
+    def request_timeout(self) -> int:
+        """ms (0: none)."""
+        return self._limit("request_timeout_ms")
+
+    @property
+    def connect_timeout(self) -> int:
+        """ms (0: none)."""
+        return self._limit("connect_timeout_ms")
+
+    @property
+    def max_body_size(self) -> int:
+        """bytes (0: no limit)."""
+        return self._limit("max_body")
+
+    @property
+    def max_connections(self) -> int:
+        """connections (0: no limit)."""
+        return self._limit("max_conns")
+
+    @property
+    def max_send_buffer(self) -> int:
+        """bytes (0: no limit)."""
+        return self._limit("max_output")
+
+    @property
+    def num_connections(self) -> int:
         """Connections open now (accepted and outbound; every worker)."""
         return lib.nsv_get_int(self._live(), lib.NSV_OPT_CONNECTIONS)
 
     @property
-    def metrics(self):
+    def metrics(self) -> Metrics:
         """A Metrics snapshot."""
         return Metrics(self._n_seen, self._n_closed, self._n_errors, self.num_connections)
 
-    def set_max_header_bytes(self, n):
+    def set_max_header_bytes(self, n: int) -> None:
         self.set_option("max_header_bytes", n)
 
     # ---- the loop ----
 
-    def poll(self, timeout_ms=1000):
+    def poll(self, timeout_ms: int = 1000) -> int:
         """Wait up to timeout_ms (-1 = forever) and handle one batch of
-        events. Returns the number handled, or -1 once the server stopped."""
-        n = _poll(self._srv, self._evs, self._max, self._arena, self._cap, timeout_ms)
-        if n > 0:
-            self._dispatch(n)
+        events, then the callbacks of call_soon_threadsafe. Returns the
+        number of events and callbacks handled, or -1 once the server
+        stopped. StateError while another thread is inside poll()/run()."""
+        lock = self._plock
+        if not lock.acquire(False):
+            raise self._foreign("poll()")
+        try:
+            me = _get_ident()
+            if self._tid != me:
+                self._claim(me)
+            n = _poll(self._srv, self._evs, self._max, self._arena, self._cap, timeout_ms)
+            if n > 0:
+                self._dispatch(n)
+            elif n < 0:
+                n = self._poll_failed(n)
+            if self._soon and n >= 0:
+                n += self._run_soon()
+            if self._count_blocked:
+                self._recount()
+            if _log_queue_on and lib.nsv_log_pending():
+                _drain_log()
             return n
-        if n == 0:
-            return 0
-        return self._poll_failed(n)
+        finally:
+            lock.release()
 
-    def _poll_failed(self, n):
+    def _recount(self) -> None:
+        # Sharded: a connection that blocked on its own count of queued bytes
+        # hears nothing from the library unless the worker too saw the high
+        # water mark crossed; after each poll the count starts again (the
+        # library's WRITABLE events, if any, keep it blocked).
+        blocked = self._count_blocked
+        if blocked is None:
+            return
+        # One at a time out of the set: a connection that blocks again
+        # meanwhile (another poll_worker thread) stays in it.
+        for c in list(blocked):
+            blocked.discard(c)
+            c._queued = 0
+            if not c._blocked:
+                c._set_writable(True)
+
+    def _poll_failed(self, n: int) -> int:
         if n == _ESTOPPED:
             self._stopped = True
             return -1
         if n == _ENOBUFS:
             need = lib.nsv_poll_need(self._srv)
-            cap = self._cap
+            cap = max(self._cap, _MIN_ARENA)
             while cap < need + 4096:
                 cap *= 2
             self._set_arena(cap)
-            return self.poll(0)
+            n = _poll(self._srv, self._evs, self._max, self._arena, self._cap, 0)
+            if n > 0:
+                self._dispatch(n)
+                return n
+            return 0 if n == 0 else self._poll_failed(n)
         srv = self._live()
         if n == _EINVAL and b"Interrupted" in ffi.string(lib.nsv_last_error_detail(srv)):
             # A signal interrupted epoll_wait; libnanosrv 1.0.0 reports that
@@ -361,21 +755,32 @@ class Manager:
             return 0
         return check(n, srv)
 
-    def run(self, timeout_ms=250):
+    def run(self, timeout_ms: int = 250) -> None:
         """Poll until stop() (or the end of a drain). The timeout only bounds
-        how long a Python signal handler may wait to run."""
-        self._running = True
-        while self._running:
-            if self.poll(timeout_ms) < 0:
-                break
-        self._running = False
+        how long a Python signal handler may wait to run. The calling thread
+        owns the server until run() returns."""
+        lock = self._plock
+        if not lock.acquire(False):
+            raise self._foreign("run()")
+        try:
+            self._running = True
+            null = ffi.NULL
+            while self._running and self._srv != null:  # (close() from a handler ends the loop too)
+                if self.poll(timeout_ms) < 0:
+                    break
+        finally:
+            self._running = False
+            lock.release()
 
-    def stop(self):
+    def stop(self) -> None:
         """Make run() return; safe from other threads and signal handlers."""
         self._running = False
-        lib.nsv_stop(self._srv)
+        with self._wlock:
+            srv = self._srv
+            if srv != ffi.NULL:
+                lib.nsv_stop(srv)
 
-    def wakeup(self, conn_id=None, data=b""):
+    def wakeup(self, conn_id: Any = None, data: bytes = b"") -> bool:
         """wakeup(): make a waiting poll() return now. wakeup(conn_id,
         data=b""): deliver Event.Wakeup with data (bytes) to that
         connection's event handler (http_listen_event, the WebSocket
@@ -383,68 +788,87 @@ class Manager:
         with its other events; conn_id may be a connection object. Both are
         safe from any thread. Returns False when the connection is not open."""
         if conn_id is None:
-            lib.nsv_wakeup(self._live())
+            with self._wlock:
+                lib.nsv_wakeup(self._live())
             return True
         from .timers import wakeup_conn
         return wakeup_conn(self, conn_id, data)
 
     # ---- raw TCP, TLS, timers (nanosrv.tcp, nanosrv.tls, nanosrv.timers) ----
 
-    def tcp_listen(self, url, handler):
+    def tcp_listen(self, url: str, handler: Any) -> Any:
         """A tcp:// or tls:// listener; handler as in nanosrv.tcp."""
         from .tcp import listen
         return listen(self, url, handler)
 
-    def connect(self, url, handler):
+    def connect(self, url: str, handler: Any) -> Any:
         """Outbound tcp:// or tls:// connection (a nanosrv.tcp.TcpConnection)."""
         from .tcp import connect
         return connect(self, url, handler)
 
-    def set_tls(self, **kw):
+    def set_tls(self, **kw: Any) -> None:
         """TLS settings by name: cert, key, ca, password, verify_client,
         client_ca, verify_server (see nanosrv.tls)."""
         from .tls import configure
         configure(self, **kw)
 
-    def call_later(self, delay, fn, *args):
+    def call_later(self, delay: float, fn: Callable[..., Any], *args: Any) -> Any:
         """Call fn(*args) once after `delay` seconds (a nanosrv.timers.Timer)."""
         from .timers import add
         return add(self, round(delay * 1000), fn, args)
 
-    def timer(self, ms, fn, repeat_ms=0):
+    def timer(self, ms: int, fn: Callable[[], Any], repeat_ms: int = 0) -> Any:
         """Call fn() after ms milliseconds, then every repeat_ms if > 0."""
         from .timers import add
         return add(self, ms, fn, (), repeat_ms)
 
-    def on_wakeup(self, fn):
+    def on_wakeup(self, fn: Callable[[int, bytes], Any]) -> Callable[[int, bytes], Any]:
         """fn(conn_id, data) for wakeups of connections that are not raw TCP."""
         from .tcp import state
         state(self).on_wakeup = fn
         return fn
 
-    def drain_start(self, timeout_ms=5000):
+    def drain_start(self, timeout_ms: int = 5000) -> None:
         """Stop accepting, finish in-flight requests; poll() returns -1 when done."""
         self._draining = True
         check(lib.nsv_drain_start(self._live(), timeout_ms), self._srv)
 
-    def start_drain(self, timeout_ms=0):
+    def start_drain(self, timeout_ms: int = 0) -> None:
         """nanosrv's name: graceful stop, returning at once. Listeners close,
         connections finish their current response and close; poll() returns
         -1 once none is left. timeout_ms 0 waits as long as they take."""
         self.drain_start(timeout_ms or _FOREVER_MS)
 
-    def drain(self, timeout_ms=5000):
+    def drain(self, timeout_ms: int = 5000) -> None:
         """Graceful stop, handling events until every connection is closed."""
         self.drain_start(timeout_ms)
         while self.poll(100) >= 0:
             pass
 
-    def fd(self):
+    def fd(self) -> int:
         """The pollable descriptor: readable when poll(0) has work."""
         return check(lib.nsv_fd(self._live()), self._srv)
 
-    def close(self):
-        """Free the server now. Connections of it become stale."""
+    def close(self) -> None:
+        """Free the server now. Connections of it become stale. From another
+        thread while poll()/run() runs, the loop is stopped first (nsv_stop)
+        and close() waits up to close_timeout seconds for it to leave poll
+        (StateError, nothing freed, if it does not); the server is never
+        freed under a running poll."""
+        lock = self._plock
+        if not lock.acquire(False):
+            self.stop()
+            if not lock.acquire(timeout=self.close_timeout):
+                raise StateError(ESTATE, "close(): thread %r is still inside poll()/run() %.1f s after "
+                                 "stop(); the server is not freed (a handler that blocks keeps it there)"
+                                 % (self._tname, self.close_timeout))
+        try:
+            self._close()
+        finally:
+            lock.release()
+
+    def _close(self) -> None:
+        self._soon.clear()
         for c in self._conns.values():
             c._closed = True
         self._conns.clear()
@@ -453,18 +877,20 @@ class Manager:
         if self._aio is not None:
             from . import aio
             aio.detach(self)
-        if self._srv != ffi.NULL:
-            srv, self._srv = self._srv, ffi.NULL
-            ffi.release(srv)
+        with self._wlock:
+            if self._srv != ffi.NULL:
+                srv, self._srv = self._srv, ffi.NULL
+                ffi.release(srv)
 
-    def __enter__(self):
+    def __enter__(self) -> "Manager":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
     @property
-    def workers(self):
+    def workers(self) -> int:
+        """I/O worker threads (1 for a single loop)."""
         return lib.nsv_get_int(self._live(), lib.NSV_OPT_WORKERS)
 
     # ---- dispatch ----
@@ -495,6 +921,12 @@ class Manager:
                 res = (routes[r] if r >= 0 else listeners[e[LISTENER]])(c, msg)
                 if res is not None:
                     self._result(c, msg, res)
+                elif c._pending and refs(c) <= 4 and refs(msg) <= 2 and not self._wakeable(e):
+                    # No reply, and only this loop holds the connection (the
+                    # table, `c`, msg._c) and the message: nothing can ever
+                    # answer. A handler that keeps either (stored, in a
+                    # closure, a timer, a task) may still answer later.
+                    self._abandoned(c, msg)
             except Exception:
                 self._failed(c, msg)
             # The arena is reused by the next poll: a message the handler kept
@@ -531,12 +963,15 @@ class Manager:
 
     def _run_later(self):
         later = self._later
+        refs = _getrefcount
         while later:
             fn, c, msg = later.pop(0)
             try:
                 res = fn(c, msg)
                 if res is not None:
                     self._result(c, msg, res)
+                elif c._pending and refs(c) <= _LATER_REFS and refs(msg) <= 2 and not self._wakeable(msg._e):
+                    self._abandoned(c, msg)  # as in _dispatch; c._body holds c too
             except Exception:
                 self._failed(c, msg)
 
@@ -555,11 +990,51 @@ class Manager:
             res = await coro
             if res is not None and c._pending and not c._closed:
                 c.http_reply(*to_reply(res))
+            elif res is None and c._pending and type(msg) is HttpMessage:
+                coro = None  # a finished coroutine holds nothing, but drop it before counting
+                if _getrefcount(c) <= _FINISH_REFS and _getrefcount(msg) <= 2 and not self._wakeable(msg._e):
+                    self._abandoned(c, msg)
         except Exception:
             self._failed(c, msg)
 
+    def _wakeable(self, e):
+        """True when a later event can hand the connection to a handler that
+        may answer: Manager.wakeup(conn_id, data) reaches an
+        http_listen_event handler, or on_wakeup(fn) by id."""
+        return self._event_fn(e) is not None or (self._raw is not None and self._raw.on_wakeup is not None)
+
+    def _abandoned(self, c, msg):
+        """A handler returned without answering and kept no reference to
+        the connection or the message: answer 500 and say so."""
+        if c._closed or c._closing:
+            return
+        log.error("handler returned without replying to %s %s and kept no reference to the connection or "
+                  "the message, so nothing can answer it later: answering 500 (reply, return a value, or "
+                  "keep the connection to reply later)", _safe(lambda: msg.method), _safe(lambda: msg.uri))
+        c._raw = None
+        c._hdrs = b""
+        try:
+            c._drop_reason()
+            c.http_reply(500, _JSON_HDR, _ERR_500)
+        except Exception:
+            log.debug("cannot send the 500 reply", exc_info=True)
+
     def _failed(self, c, msg):
         exc = sys.exc_info()[1]
+        if c._streaming and not c._closed:
+            # Part of the answer is on its way: no status can follow, and a
+            # client would wait for the rest forever. Close the connection
+            # once what was queued is sent (nsv_close): the body ends without
+            # its last chunk (or short of its Content-Length), which every
+            # client reports as a broken response.
+            log.error("handler failed during the streamed reply to %s %s; closing the connection (the client "
+                      "gets a truncated body)", _safe(lambda: msg.method), _safe(lambda: msg.uri), exc_info=exc)
+            c._streaming = False
+            try:
+                c.drain()
+            except Exception:
+                log.debug("cannot close connection %#x", c.id, exc_info=True)
+            return
         if isinstance(exc, HTTPError):
             # A handler's deliberate answer (e.g. a malformed upload: 400).
             log.info("%s %s: %d %s", _safe(lambda: msg.method), _safe(lambda: msg.uri), exc.status, exc)
@@ -570,6 +1045,7 @@ class Manager:
         if c._pending and not c._closed:
             c._hdrs = b""  # cookies the failed handler set do not go out with its error answer
             try:
+                c._drop_reason()  # nor does its reason phrase
                 c.http_reply(status, hdr, body)
             except Exception:
                 log.debug("cannot send the %d reply", status, exc_info=True)
@@ -687,8 +1163,10 @@ class ShardedManager(Manager):
     """A server with n I/O worker threads (0 = one per CPU). Events are
     polled and handled in the thread calling poll()/run(); replies may be
     made from any thread."""
+    _single = False
 
-    def __init__(self, n=0, max_events=256, arena_size=1 << 20, *, num_threads=None):
+    def __init__(self, n: int = 0, max_events: int = 256, arena_size: int = 1 << 20, *,
+                 num_threads: Optional[int] = None) -> None:
         if num_threads is not None:
             n = num_threads
         if not isinstance(n, int) or n < 0:
@@ -699,7 +1177,7 @@ class ShardedManager(Manager):
                                     "are not available in the loaded libnanosrv" % n)
         super().__init__(max_events, arena_size, _srv=srv)
 
-    def poll_worker(self, worker, timeout_ms=0):
+    def poll_worker(self, worker: int, timeout_ms: int = 0) -> int:
         """Poll the events of one worker only (one thread per worker). Each
         calling thread has its own event array and arena."""
         fn = require("nsv_poll_worker", "poll_worker")
@@ -709,11 +1187,14 @@ class ShardedManager(Manager):
             b = tl.bufs = _Buffers(self._max, self._cap)
         while True:
             n = fn(self._srv, worker, b.evs, self._max, b.arena, b.cap, timeout_ms)
-            if n > 0:
-                self._dispatch(n, b.evbuf, b.abuf)
+            if n >= 0:
+                if n > 0:
+                    self._dispatch(n, b.evbuf, b.abuf)
+                if self._count_blocked:
+                    self._recount()
+                if _log_queue_on and lib.nsv_log_pending():
+                    _drain_log()
                 return n
-            if n == 0:
-                return 0
             if n != _ENOBUFS:
                 return self._poll_failed(n)
             need = lib.nsv_poll_need(self._srv)
@@ -723,14 +1204,14 @@ class ShardedManager(Manager):
             b.set_arena(cap)
             timeout_ms = 0
 
-    def drain(self, timeout_ms=5000):
+    def drain(self, timeout_ms: int = 5000) -> None:
         """nanosrv's ShardedManager.drain: start a graceful stop and return
         at once (any thread); run() returns when it is complete. Connections
         still open after timeout_ms are closed; 0 waits as long as they take."""
         self.drain_start(timeout_ms or _FOREVER_MS)
 
     @property
-    def num_workers(self):
+    def num_workers(self) -> int:
         return self.workers
 
 
@@ -738,22 +1219,22 @@ class _Buffers:
     """An event array and arena for one polling thread."""
     __slots__ = ("evs", "evbuf", "arena", "abuf", "cap")
 
-    def __init__(self, max_events, cap):
+    def __init__(self, max_events: int, cap: int) -> None:
         self.evs = ffi.new("nsv_event[]", max_events)
         self.evbuf = ffi.buffer(self.evs)
         self.set_arena(cap)
 
-    def set_arena(self, cap):
+    def set_arena(self, cap: int) -> None:
         self.arena = ffi.new("char[]", cap)
         self.abuf = ffi.buffer(self.arena)
         self.cap = cap
 
 
-def _errname(code):
+def _errname(code: int) -> str:
     return ffi.string(lib.nsv_errname(code)).decode()
 
 
-def _safe(fn):
+def _safe(fn: Callable[[], Any]) -> Any:
     try:
         return fn()
     except Exception:

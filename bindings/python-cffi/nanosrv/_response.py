@@ -1,5 +1,6 @@
 """Turning a handler's return value into a reply."""
 import json as _json
+from typing import Any, Tuple
 
 from .headers import header_bytes
 
@@ -8,13 +9,13 @@ _TEXT = b"Content-Type: text/plain; charset=utf-8\r\n"
 _OCTET = b"Content-Type: application/octet-stream\r\n"
 
 
-def header_block(headers):
+def header_block(headers: Any) -> bytes:
     """A "Name: value\\r\\n" block from str, bytes, a dict or (name, value)
     pairs; names and values are checked (nanosrv.headers): ValueError."""
     return header_bytes(headers)
 
 
-def _body(value):
+def _body(value: Any) -> Tuple[bytes, bytes]:
     """(content-type header, body bytes) for a plain value."""
     if isinstance(value, bytes):
         return _OCTET, value
@@ -27,7 +28,7 @@ def _body(value):
     raise TypeError("cannot make a response body from %s" % type(value).__name__)
 
 
-def to_reply(value):
+def to_reply(value: Any) -> Tuple[Any, bytes, bytes]:
     """(status, header bytes, body bytes) from str | bytes | dict | list | int
     | (status, body) | (status, headers, body)."""
     if isinstance(value, tuple):

@@ -1,10 +1,12 @@
 """Running a Manager inside an asyncio event loop.
 
 The loop watches the library's pollable descriptor (nsv_fd) and drains with
-poll(0) until no events are left; a 100 ms tick drains as well, so the
-library's timers (timeouts, keep-alive sweeps) run while the socket side is
-quiet. Handlers may be coroutines: the reply is sent when they finish (a
-returned value becomes the reply), and an exception gives a 500.
+poll(0) until no events are left, one poll per loop callback: coroutines a
+batch started run before the next poll, whose write then carries their
+replies. A 100 ms tick drains as well, so the library's timers (timeouts,
+keep-alive sweeps) run while the socket side is quiet. Handlers may be
+coroutines: the reply is sent when they finish (a returned value becomes
+the reply), and an exception gives a 500.
 
     async def main():
         srv = nanosrv.Manager()
@@ -34,20 +36,24 @@ class _Host:
     def drain(self):
         m = self.m
         self.pending = False
-        # Replies made while handling a batch leave with the next poll of
-        # this drain; no extra drain needs scheduling for them.
+        # Replies made while handling the batch leave with the next poll,
+        # which kick() below schedules; none needs asking for meanwhile.
         m._kick = None
         try:
-            while True:
-                n = m.poll(0)
-                if n <= 0:
-                    break
+            n = m.poll(0)
         except Exception as e:
             self.finish(e)
             return
         finally:
             m._kick = self.kick
-        if n < 0:
+        if n > 0:
+            # More may be queued, and replies wait for the next poll. Polling
+            # again after the loop's ready callbacks lets the coroutines this
+            # batch started run first: their replies then leave together
+            # with that poll, and an early answer (413 to Expect:
+            # 100-continue) comes before the library's next turn.
+            self.kick()
+        elif n < 0:
             self.finish(None)
 
     def kick(self):

@@ -1,4 +1,6 @@
 """Exceptions raised for negative NSV_E* codes."""
+from typing import Any, Optional
+
 from ._ffi import ffi, lib
 
 ESTALE = lib.NSV_ESTALE
@@ -6,14 +8,39 @@ ESTATE = lib.NSV_ESTATE
 ENOTSUP = lib.NSV_ENOTSUP
 
 
-class Error(RuntimeError):
-    """A libnanosrv call failed. `code` is the NSV_E* value, `name` its symbol."""
+def _message(name: str, meaning: str, detail: str) -> str:
+    """"NAME (meaning): detail", each part said once: a detail that repeats
+    the name or the meaning (the library's generic "...: invalid argument",
+    "(NSV_EINVAL)") loses the repetition; without a detail, "NAME: meaning"."""
+    d = detail.strip()
+    for pre in (name + ": ", name + " "):
+        if d.startswith(pre):
+            d = d[len(pre):]
+    for tail in (" (%s)" % name, " (%s)" % meaning, ": " + meaning, "; " + meaning, " " + name):
+        if d.endswith(tail):
+            d = d[:-len(tail)].rstrip()
+    if not d or d == meaning:
+        return "%s: %s" % (name, meaning)
+    return "%s (%s): %s" % (name, meaning, d)
 
-    def __init__(self, code, detail=""):
+
+class Error(RuntimeError):
+    """A libnanosrv call failed. `code` is the NSV_E* value, `name` its
+    symbol, `meaning` the library's text for the code and `detail` what
+    went wrong in this call (which argument broke which rule; may be "").
+    str(): "NSV_ESTATE (operation not valid ...): nsv_reply: connection ...",
+    each part once."""
+    code: int
+    name: str
+    meaning: str
+    detail: str
+
+    def __init__(self, code: int, detail: str = "") -> None:
         self.code = code
         self.name = ffi.string(lib.nsv_errname(code)).decode()
-        msg = ffi.string(lib.nsv_strerror(code)).decode()
-        super().__init__("%s: %s%s" % (self.name, msg, " (%s)" % detail if detail else ""))
+        self.meaning = ffi.string(lib.nsv_strerror(code)).decode()
+        self.detail = detail
+        super().__init__(_message(self.name, self.meaning, detail))
 
 
 class StaleError(Error):
@@ -54,9 +81,9 @@ class HTTPError(Exception):
     """Raise from a handler to answer `status` with a plain-text `message`
     (when no reply was made yet). MultipartError (400) and
     UnsupportedMediaType (415) are HTTPErrors."""
-    status = 500
+    status: int = 500
 
-    def __init__(self, message="", status=None):
+    def __init__(self, message: str = "", status: Optional[int] = None) -> None:
         super().__init__(message)
         if status is not None:
             self.status = status
@@ -66,11 +93,12 @@ _BY_CODE = {ESTALE: StaleError, ESTATE: StateError, ENOTSUP: NotSupportedError, 
             lib.NSV_ETLS: TlsError}
 
 
-def error(code, detail=""):
+def error(code: int, detail: str = "") -> Error:
+    """The Error subclass for code (StaleError, StateError, ...) with detail."""
     return _BY_CODE.get(code, Error)(code, detail)
 
 
-def check(code, srv=None):
+def check(code: int, srv: Any = None) -> int:
     """Return code if >= 0, else raise the matching Error with the server's detail."""
     if code >= 0:
         return code
@@ -80,7 +108,7 @@ def check(code, srv=None):
     raise error(code, detail)
 
 
-def require(name, what):
+def require(name: str, what: str) -> Any:
     """Raise NotSupportedError naming the missing function when the library lacks it."""
     try:
         return getattr(lib, name)

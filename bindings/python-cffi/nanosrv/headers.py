@@ -9,6 +9,7 @@ is sent. A block given as str or bytes is the host's own wire text; the
 library checks its lines (nsv_reply refuses a malformed block).
 """
 import re
+from typing import Any, Tuple
 
 # RFC 9110 token characters.
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
@@ -16,7 +17,7 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
-def check_header(name, value):
+def check_header(name: Any, value: Any) -> Tuple[str, str]:
     """(name, value) as str, or ValueError naming the header and the fault."""
     if not isinstance(name, str):
         if isinstance(name, (bytes, bytearray)):
@@ -38,7 +39,7 @@ def check_header(name, value):
     return name, value
 
 
-def header_bytes(headers):
+def header_bytes(headers: Any) -> bytes:
     """The wire block for str/bytes (as given), a dict, or (name, value) pairs."""
     if headers is None:
         return b""

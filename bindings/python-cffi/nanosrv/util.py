@@ -4,6 +4,7 @@ Each helper is one library call: the output buffer is sized from an upper
 bound of the result instead of asking for the length first.
 """
 import enum
+from typing import Any, Union
 
 from ._conn import to_bytes
 from ._ffi import ENUMS, ffi, lib
@@ -16,11 +17,11 @@ _EPARSE, _EURL = lib.NSV_EPARSE, lib.NSV_EURL
 # is an alias of Off: LogLevel["None"], getattr(LogLevel, "None").
 _levels = sorted((("Off" if k == "NSV_LOG_NONE" else k[len("NSV_LOG_"):].capitalize(), v)
                   for k, v in ENUMS["nsv_log_level"].items()), key=lambda kv: kv[1])
-LogLevel = enum.IntEnum("LogLevel", _levels + [("None", lib.NSV_LOG_NONE)])
-LogLevel.NONE = LogLevel.Off
+LogLevel = enum.IntEnum("LogLevel", _levels + [("None", lib.NSV_LOG_NONE)])  # type: ignore[misc]
+LogLevel.NONE = LogLevel.Off  # type: ignore[attr-defined]
 
 
-def _call(fn, src, cap, *extra):
+def _call(fn: Any, src: bytes, cap: int, *extra: Any) -> bytes:
     buf = ffi.new("char[]", cap or 1)
     n = fn(src, len(src), buf, cap, *extra)
     if n == _EPARSE:
@@ -29,39 +30,41 @@ def _call(fn, src, cap, *extra):
     return ffi.buffer(buf, n)[:]
 
 
-def base64_encode_bytes(data):
+def base64_encode_bytes(data: Union[str, bytes]) -> bytes:
+    """base64 of data (str as UTF-8) as ASCII bytes."""
     src = to_bytes(data, "data")
     return _call(lib.nsv_base64_encode, src, (len(src) + 2) // 3 * 4)
 
 
-def base64_decode_bytes(text):
+def base64_decode_bytes(text: Union[str, bytes]) -> bytes:
+    """The bytes of base64 text. ValueError if malformed."""
     src = to_bytes(text, "data")
     return _call(lib.nsv_base64_decode, src, len(src) // 4 * 3 + 3)
 
 
-def base64_encode(data):
+def base64_encode(data: Union[str, bytes]) -> str:
     """str (UTF-8) or bytes -> base64 str."""
     return base64_encode_bytes(data).decode("ascii")
 
 
-def base64_decode(text):
+def base64_decode(text: Union[str, bytes]) -> str:
     """base64 -> str (UTF-8; undecodable bytes kept as surrogates). ValueError if malformed."""
     return base64_decode_bytes(text).decode("utf-8", "surrogateescape")
 
 
-def url_encode(text):
+def url_encode(text: Union[str, bytes]) -> str:
     """Percent-encode all but RFC 3986 unreserved characters."""
     src = to_bytes(text, "text")
     return _call(lib.nsv_url_encode, src, len(src) * 3).decode("ascii")
 
 
-def url_decode(text, form=False):
+def url_decode(text: Union[str, bytes], form: bool = False) -> str:
     """Percent-decode (form=True also turns '+' into ' '). ValueError on a bad escape."""
     src = to_bytes(text, "text")
     return _call(lib.nsv_url_decode, src, len(src), 1 if form else 0).decode("utf-8", "surrogateescape")
 
 
-def url_decode_bytes(text, form=False):
+def url_decode_bytes(text: Union[str, bytes], form: bool = False) -> bytes:
     """Percent-decode to the bytes as they are (no UTF-8 decoding)."""
     src = to_bytes(text, "text")
     return _call(lib.nsv_url_decode, src, len(src), 1 if form else 0)
@@ -70,9 +73,16 @@ def url_decode_bytes(text, form=False):
 class Url:
     """Parts of a URL: scheme, host, port, path, query, is_ssl."""
     __slots__ = ("scheme", "host", "port", "path", "query", "is_ssl")
+    scheme: str
+    host: str
+    port: int
+    path: str
+    query: str
+    is_ssl: bool
 
     @staticmethod
-    def parse(url):
+    def parse(url: Union[str, bytes]) -> "Url":
+        """Split url (nsv_url_parse); ValueError if malformed."""
         src = to_bytes(url, "url")
         out = ffi.new("nsv_url *")
         r = lib.nsv_url_parse(src, len(src), out)
@@ -92,31 +102,34 @@ class Url:
         return u
 
     @property
-    def is_tls(self):
+    def is_tls(self) -> bool:
         return self.is_ssl
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Url(scheme=%r, host=%r, port=%r, path=%r, query=%r)" % (
             self.scheme, self.host, self.port, self.path, self.query)
 
 
-def set_log_level(level):
+def set_log_level(level: int) -> None:
     """Process-wide library log level (LogLevel or 0..4)."""
     check(lib.nsv_set_log_level(int(level)))
 
 
-def get_log_level():
+def get_log_level() -> "LogLevel":
+    """The process-wide library log level."""
     return LogLevel(lib.nsv_log_level())
 
 
-def millis():
+def millis() -> int:
     """Monotonic clock in milliseconds."""
     return lib.nsv_millis()
 
 
-def tls_available():
+def tls_available() -> bool:
+    """True if the loaded libnanosrv was built with TLS."""
     return bool(lib.nsv_tls_available())
 
 
-def version():
+def version() -> str:
+    """The loaded libnanosrv's version string."""
     return ffi.string(lib.nsv_version_string()).decode()

@@ -1,128 +1,106 @@
 """Serving a WSGI application (PEP 3333) with nanosrv.
 
     import nanosrv.wsgi
-    nanosrv.wsgi.serve(app, host="127.0.0.1", port=8000)
+    nanosrv.wsgi.serve(app, host="127.0.0.1", port=8000, threads=4)
 
-Each request becomes one environ; the application's iterable is collected
-and sent as one reply (Content-Length is added by the library). The
-application runs in the polling thread, so it should not block for long.
+or, driving the loop yourself:
+
+    srv = nanosrv.wsgi.Server(app, threads=4)
+    m = nanosrv.Manager()
+    srv.listen(m, "http://127.0.0.1:8000")
+    try:
+        srv.run(m)          # until m.stop() or the end of m.drain_start(ms)
+    finally:
+        srv.close()
+        m.close()
+
+Responses stream: the application's iterable (and write()) goes out as it
+is produced, paced by the client's reading; a one-item list is one reply.
+With threads=N the application runs in N worker threads and blocking
+views do not stall the loop; threads=0 runs it in the polling thread.
+wsgi.input streams the request body; wsgi.file_wrapper sends real files
+with the library's file sender; wsgi.errors writes to logging
+("nanosrv.wsgi"). See the README's WSGI section.
 """
-import io
 import signal
-import sys
-from urllib.parse import unquote_to_bytes
+from typing import Any, Callable, Dict, Optional
 
 from ._manager import Manager
-from ._response import header_block
+from ._wsgi_io import FileWrapper
+from ._wsgi_server import Server, WSGIApp
 
-class _Response:
-    __slots__ = ("status", "headers", "chunks")
-
-    def __init__(self):
-        self.status = None
-        self.headers = None
-        self.chunks = []
+__all__ = ["Server", "serve", "make_handler", "FileWrapper", "WSGIApp"]
 
 
-def make_handler(app, server_name="127.0.0.1", server_port=0, url_scheme="http"):
-    """A handler(conn, msg) that runs `app`; mount it with http_listen or route."""
-    base = {
-        "SCRIPT_NAME": "",
-        "SERVER_NAME": server_name,
-        "SERVER_PORT": str(server_port),
-        "wsgi.version": (1, 0),
-        "wsgi.url_scheme": url_scheme,
-        "wsgi.errors": sys.stderr,
-        "wsgi.multithread": False,
-        "wsgi.multiprocess": False,
-        "wsgi.run_once": False,
-    }
+def make_handler(app: WSGIApp, server_name: str = "127.0.0.1", server_port: int = 0, url_scheme: str = "http",
+                 **options: Any) -> Callable[[Any, Any], None]:
+    """A handler(conn, msg) that runs `app`; mount it with http_listen or
+    route. server_name/server_port are SERVER_NAME/SERVER_PORT for requests
+    without a Host header. options are Server's; threads defaults to 0 (the
+    app runs in the polling thread). With threads > 0 poll the Manager with
+    handler.server.run(manager), which hands the workers' replies to the
+    library."""
+    options.setdefault("threads", 0)
+    srv = Server(app, **options)
+    per_manager = {}
 
     def handler(conn, msg):
-        env = dict(base)
-        body = msg.body_bytes
-        # PEP 3333: native strings hold the raw bytes as latin-1.
-        env["REQUEST_METHOD"] = msg.method
-        env["PATH_INFO"] = unquote_to_bytes(msg.raw_path).decode("latin-1")
-        env["QUERY_STRING"] = msg.query
-        env["SERVER_PROTOCOL"] = "HTTP/1.0" if msg.http10 else "HTTP/1.1"
-        env["REMOTE_ADDR"], port = msg.peer
-        env["REMOTE_PORT"] = str(port)
-        env["wsgi.input"] = io.BytesIO(body)
-        env["CONTENT_LENGTH"] = str(len(body)) if body else ""
-        for name, value in msg.headers:
-            key = name.upper().replace("-", "_")
-            if key == "CONTENT_TYPE":
-                env["CONTENT_TYPE"] = value
-            elif key != "CONTENT_LENGTH":
-                key = "HTTP_" + key
-                env[key] = env[key] + "," + value if key in env else value
-        resp = _Response()
-
-        def start_response(status, headers, exc_info=None):
-            if exc_info is not None:
-                try:
-                    # Nothing has gone out yet (the reply is sent whole), so
-                    # an error page may still replace the first response.
-                    if resp.status is not None and resp.chunks:
-                        raise exc_info[1].with_traceback(exc_info[2])
-                finally:
-                    exc_info = None
-            elif resp.status is not None:
-                raise AssertionError("start_response called twice without exc_info")
-            if not isinstance(status, str) or not isinstance(headers, list):
-                raise TypeError("start_response(status: str, headers: list)")
-            resp.status = status
-            resp.headers = headers
-            return resp.chunks.append
-
-        result = app(env, start_response)
-        try:
-            for chunk in result:
-                if chunk:
-                    resp.chunks.append(chunk)
-        finally:
-            close = getattr(result, "close", None)
-            if close is not None:
-                close()
-        if resp.status is None:
-            raise RuntimeError("the WSGI application did not call start_response")
-        code = int(resp.status.split(" ", 1)[0])
-        # The library sets Content-Length from the body; for HEAD the app's
-        # own value is kept, since the body it would describe is not sent.
-        hdrs = resp.headers if msg.is_head else [(k, v) for k, v in resp.headers
-                                                  if k.lower() != "content-length"]
-        conn.http_reply(code, header_block(hdrs), b"".join(resp.chunks))
-
+        m = conn._m
+        h = per_manager.get(id(m))
+        if h is None:
+            h = per_manager[id(m)] = srv.handler(m, server_name, server_port, url_scheme)
+        return h(conn, msg)
+    handler.server = srv
     return handler
 
 
-def serve(app, host="127.0.0.1", port=8000, manager=None, ready=None):
-    """Serve `app` until SIGTERM/SIGINT (then drain) or manager.stop().
-    `ready(listener)` is called once listening."""
-    m = manager or Manager()
-    listener = m.http_listen("http://%s:%d" % (host, port), None)
-    m._listen_fns[listener.id] = make_handler(app, host, listener.port)
-    stop = []
+def serve(app: WSGIApp, host: str = "127.0.0.1", port: int = 8000, manager: Optional[Manager] = None,
+          ready: Optional[Callable[[Any], Any]] = None, *, limits: Optional[Dict[str, int]] = None,
+          tls: Optional[Dict[str, Any]] = None, url_scheme: Optional[str] = None, drain_timeout_ms: int = 5000,
+          **server_options: Any) -> None:
+    """Serve `app` until SIGTERM/SIGINT (then a graceful drain of
+    drain_timeout_ms) or manager.stop(). `ready(listener)` is called once
+    listening (port 0 picks a free port: listener.port).
 
-    def on_signal(sig, frame):
-        stop.append(sig)
-        m.wakeup()
+    limits: Manager options by name, e.g. {"max_body": 10 << 20,
+    "idle_timeout_ms": 30000, "request_timeout_ms": 60000, "max_conns":
+    1000, "max_header_bytes": 16384}. tls: Manager.set_tls arguments
+    ({"cert": ..., "key": ...}): the listener is then https://.
+    url_scheme: wsgi.url_scheme when it is not the listener's (behind a TLS
+    proxy). server_options: Server's (threads=4, root_path, access_log,
+    limit_max_requests, ...)."""
+    if limits is not None and not hasattr(limits, "items"):
+        raise TypeError("limits must be a dict of option names to values, not %s" % type(limits).__name__)
+    if not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError("port must be an int 0..65535, not %r" % (port,))
+    m = manager or Manager()
+    srv = None
     old = {}
     try:
-        for s in (signal.SIGTERM, signal.SIGINT):
-            old[s] = signal.signal(s, on_signal)
-    except ValueError:
-        pass  # not the main thread: stop with manager.stop()
-    if ready is not None:
-        ready(listener)
-    try:
-        while not stop:
-            if m.poll(250) < 0:
-                return
-        m.drain(5000)
+        for name, value in (limits or {}).items():
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError("limits[%r] must be an int, not %s" % (name, type(value).__name__))
+            m.set_option(name, value)
+        if tls:
+            m.set_tls(**tls)
+        srv = Server(app, url_scheme=url_scheme, **server_options)
+        h = "[%s]" % host if ":" in host and not host.startswith("[") else host
+        listener = srv.listen(m, "%s://%s:%d" % ("https" if tls else "http", h, port))
+
+        def on_signal(sig, frame):
+            m.drain_start(drain_timeout_ms)
+        try:
+            for s in (signal.SIGTERM, signal.SIGINT):
+                old[s] = signal.signal(s, on_signal)
+        except ValueError:
+            pass  # not the main thread: stop with manager.stop() or drain_start()
+        if ready is not None:
+            ready(listener)
+        srv.run(m)
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        if srv is not None:
+            srv.close()  # the workers stop before the server they answer on is freed
         if manager is None:
             m.close()

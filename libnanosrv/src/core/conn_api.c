@@ -38,7 +38,7 @@ int nsv__conn_op(nsv__loop *l, const nsv__cmd *k)
                         .mime = (int16_t)(uint16_t)(arg >> 48)};
         nsv__sreq q;
         nsv__sreq_block(&q, b, blen);
-        return nsv__static_send(l, c, status, &f, &q, NULL, 0, h, hlen, (int)(arg >> 41 & 1));
+        return nsv__static_send(l, c, status, &f, &q, NULL, 0, h, hlen, (int)(arg >> 41 & 3));
     }
     case NSV__OP_REPLY:
         return nsv__reply(l, c, status, h, hlen, b, blen, 0);
@@ -58,9 +58,13 @@ int nsv__conn_op(nsv__loop *l, const nsv__cmd *k)
     case NSV__OP_TAG:
         c->tag = arg;
         return NSV_OK;
+    case NSV__OP_REASON:
+        return nsv__reason_set(l, c, b, blen);
     case NSV__OP_CONTINUE:
+        if (arg && (c->proto != &nsv__proto_http || c->state != NSV__C_PENDING))
+            return NSV_ESTATE; /* nsv_continue with no request waiting */
         if (c->proto == &nsv__proto_http)
-            nsv__http_continue(l, c);
+            nsv__http_continue(l, c, (int)arg);
         return NSV_OK;
     case NSV__OP_WS_UPGRADE:
         return nsv__ws_accept(l, c, h, hlen);
@@ -91,6 +95,8 @@ static const char *state_rule(uint32_t op)
     case NSV__OP_START:
     case NSV__OP_WS_UPGRADE:
     case NSV__OP_FILE:
+    case NSV__OP_REASON:
+    case NSV__OP_CONTINUE:
         return "has no request waiting for an answer (answered already, upgraded, or not HTTP)";
     case NSV__OP_CHUNK:
     case NSV__OP_END:
@@ -110,7 +116,7 @@ static const char *state_rule(uint32_t op)
 /* The name of the byte argument of op. */
 static const char *data_name(uint32_t op)
 {
-    return op == NSV__OP_REPLY ? "body" : op == NSV__OP_WS_CLOSE ? "reason" : "data";
+    return op == NSV__OP_REPLY ? "body" : op == NSV__OP_WS_CLOSE || op == NSV__OP_REASON ? "reason" : "data";
 }
 
 /* The generic detail of a failed connection call, written only when
@@ -182,6 +188,32 @@ int nsv_reply(nsv_server *s, uint64_t id, int status, const char *h, size_t hlen
 int nsv_reply_start(nsv_server *s, uint64_t id, int status, const char *h, size_t hlen)
 {
     return conn_call(s, "nsv_reply_start", NSV__OP_START, id, status, h, hlen, NULL, 0, 0);
+}
+
+/* RFC 9112 reason-phrase = 1*( HTAB / SP / VCHAR / obs-text ); checked in
+ * the calling thread, so the detail is the caller's and a bad phrase never
+ * reaches a worker's queue. */
+int nsv_set_reason(nsv_server *s, uint64_t id, const char *reason, size_t len)
+{
+    if (!s)
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_set_reason: srv is NULL");
+    if (len && !reason)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_set_reason: reason is NULL with len %zu", len);
+    if (len > NSV__REASON_MAX)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_set_reason: the reason phrase is %zu bytes; at most %d",
+                               len, NSV__REASON_MAX);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)reason[i];
+        if (ch != '\t' && (ch < 0x20 || ch == 0x7f))
+            return nsv__set_detail(s, NSV_EINVAL, "nsv_set_reason: byte 0x%02x at offset %zu is not allowed in a "
+                                   "reason phrase (HTAB, SP, visible ASCII and bytes >= 0x80 only)", ch, i);
+    }
+    return conn_call(s, "nsv_set_reason", NSV__OP_REASON, id, 0, NULL, 0, reason, len, 0);
+}
+
+int nsv_continue(nsv_server *s, uint64_t id)
+{
+    return conn_call(s, "nsv_continue", NSV__OP_CONTINUE, id, 0, NULL, 0, NULL, 0, 1);
 }
 
 int nsv_send_chunk(nsv_server *s, uint64_t id, const char *data, size_t len)

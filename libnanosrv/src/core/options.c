@@ -38,6 +38,8 @@ static const opt_def opts[] = {
     {NSV_OPT_GZIP_MIN_SIZE, "gzip_min_size", F(gzip_min_size), 0, (int64_t)1 << 31},
     {NSV_OPT_GZIP_LEVEL, "gzip_level", F(gzip_level), 1, 9},
     {NSV_OPT_CONNECTIONS, "connections", 0, 0, 0},
+    {NSV_OPT_REUSEPORT, "reuseport", F(reuseport), 0, 1},
+    {NSV_OPT_EXPECT_MANUAL, "expect_manual", F(expect_manual), 0, 1},
 };
 #undef F
 

@@ -2,6 +2,7 @@
 #include "server.h"
 #include "../tls/tls.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -110,8 +111,12 @@ static int open_listener(nsv_server *s, const char *host, size_t hlen, int port,
     }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (reuseport)
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    if (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
+        int e = errno;
+        freeaddrinfo(res);
+        close(fd);
+        return nsv__set_detail(s, NSV_ESYS, "setsockopt(SO_REUSEPORT): %s", strerror(e));
+    }
     if (res->ai_family == AF_INET6)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
     if (bind(fd, res->ai_addr, res->ai_addrlen) != 0) {
@@ -136,69 +141,52 @@ static int open_listener(nsv_server *s, const char *host, size_t hlen, int port,
     return fd;
 }
 
-static int listen_url(nsv_server *s, const char *url, size_t len)
+/* The checks nsv_listen and nsv_listen_fd share: room, state, and a URL of
+ * scheme://host:port only. Sets *u and *tcp (a raw TCP scheme); TLS URLs
+ * have the server's TLS set up here, before any socket exists. */
+static int check_listen_url(nsv_server *s, const char *url, size_t len, nsv_url *u, int *tcp)
 {
     if (s->nlisteners >= NSV__MAX_LISTENERS)
         return nsv__set_detail(s, NSV_ERANGE, "too many listeners");
     if (atomic_load(&s->draining) || atomic_load(&s->stop))
         return NSV_ESTOPPED;
-    nsv_url u;
     int shown = (int)(len > 200 ? 200 : len);
-    if (nsv_url_parse(url, len, &u) != 0)
+    if (nsv_url_parse(url, len, u) != 0)
         return nsv__set_detail(s, NSV_EURL, "malformed URL '%.*s'", shown, url);
     /* A listener is scheme://host:port; anything more would be ignored. */
-    size_t auth = (size_t)u.scheme_len + 3;
-    if (memchr(url + auth, '@', u.path_off - auth))
+    size_t auth = (size_t)u->scheme_len + 3;
+    if (memchr(url + auth, '@', u->path_off - auth))
         return nsv__set_detail(s, NSV_EURL, "listen URL '%.*s': user info (user@) is not allowed",
                                shown, url);
-    if (u.path_len > 1 || (u.path_len == 1 && url[u.path_off] != '/'))
+    if (u->path_len > 1 || (u->path_len == 1 && url[u->path_off] != '/'))
         return nsv__set_detail(s, NSV_EURL,
                                "listen URL '%.*s': a listener has no path ('%.*s'); "
                                "use scheme://host:port, routes select paths",
-                               shown, url, (int)(u.path_len > 100 ? 100 : u.path_len), url + u.path_off);
-    if ((size_t)u.path_off + u.path_len < len)
+                               shown, url, (int)(u->path_len > 100 ? 100 : u->path_len), url + u->path_off);
+    if ((size_t)u->path_off + u->path_len < len)
         return nsv__set_detail(s, NSV_EURL, "listen URL '%.*s': a query or fragment is not allowed",
                                shown, url);
-    const char *sc = url + u.scheme_off;
-    int http = (u.scheme_len == 4 && nsv__strncaseeq(sc, "http", 4)) ||
-               (u.scheme_len == 2 && nsv__strncaseeq(sc, "ws", 2)) ||
-               (u.scheme_len == 5 && nsv__strncaseeq(sc, "https", 5)) ||
-               (u.scheme_len == 3 && nsv__strncaseeq(sc, "wss", 3));
-    int tcp = u.scheme_len == 3 && (nsv__strncaseeq(sc, "tcp", 3) || nsv__strncaseeq(sc, "tls", 3));
-    if (tcp && u.port == 0 && !memchr(url, ']', len) && !memchr(url + u.host_off + u.host_len, ':', len - u.host_off - u.host_len))
-        return nsv__set_detail(s, NSV_EURL, "tcp:// needs a port (0 for an ephemeral one)");
-    if (!http && !tcp)
-        return nsv__set_detail(s, NSV_EURL, "unsupported scheme '%.*s'", (int)u.scheme_len, sc);
-    if (u.is_tls) { /* NSV_ENOTSUP without TLS; NSV_ETLS for bad keys, before any socket */
+    const char *sc = url + u->scheme_off;
+    int http = (u->scheme_len == 4 && nsv__strncaseeq(sc, "http", 4)) ||
+               (u->scheme_len == 2 && nsv__strncaseeq(sc, "ws", 2)) ||
+               (u->scheme_len == 5 && nsv__strncaseeq(sc, "https", 5)) ||
+               (u->scheme_len == 3 && nsv__strncaseeq(sc, "wss", 3));
+    *tcp = u->scheme_len == 3 && (nsv__strncaseeq(sc, "tcp", 3) || nsv__strncaseeq(sc, "tls", 3));
+    if (!http && !*tcp)
+        return nsv__set_detail(s, NSV_EURL, "unsupported scheme '%.*s'", (int)u->scheme_len, sc);
+    if (u->is_tls) { /* NSV_ENOTSUP without TLS; NSV_ETLS for bad keys, before any socket */
         int r = nsv__tls_server_init(s);
         if (r < 0)
             return r;
     }
-    if (u.port < 0 || u.port > 65535)
+    if (u->port < 0 || u->port > 65535)
         return nsv__set_detail(s, NSV_EURL, "bad port");
-    int port = 0;
-    /* Sharded servers give each worker its own SO_REUSEPORT socket so the
-     * kernel spreads connections, unless hand-off from one acceptor is chosen. */
-    int per_worker = s->sharded && !s->shard_accept && s->nloops > 1;
-    int fd = open_listener(s, url + u.host_off, u.host_len, u.port, per_worker, &port);
-    if (fd < 0)
-        return fd;
-    int id = s->nlisteners;
-    nsv__listener *L = &s->listeners[id];
-    L->wfd[0] = fd;
-    L->port = port;
-    L->proto = tcp ? &nsv__proto_tcp : &nsv__proto_http;
-    L->tls = !u.is_tls ? NSV__TLS_NONE : tcp ? NSV__TLS_RAW : NSV__TLS_HTTP;
-    for (int k = 1; per_worker && k < s->nloops; k++) {
-        int p2 = 0;
-        L->wfd[k] = open_listener(s, url + u.host_off, u.host_len, port, 1, &p2);
-        if (L->wfd[k] < 0) {
-            int err = L->wfd[k];
-            L->wfd[k] = -1;
-            close_listener(s, id);
-            return err;
-        }
-    }
+    return 0;
+}
+
+/* Make listener `id` (== s->nlisteners) live on every loop. */
+static int add_listener(nsv_server *s, int id)
+{
     s->nlisteners++;
     for (int i = 0; i < s->nloops; i++)
         if (nsv__loop_add_listener(s->loops[i], id) != 0) {
@@ -210,6 +198,42 @@ static int listen_url(nsv_server *s, const char *url, size_t len)
     return id;
 }
 
+static int listen_url(nsv_server *s, const char *url, size_t len)
+{
+    nsv_url u;
+    int tcp = 0;
+    int r = check_listen_url(s, url, len, &u, &tcp);
+    if (r < 0)
+        return r;
+    if (tcp && u.port == 0 && !memchr(url, ']', len) && !memchr(url + u.host_off + u.host_len, ':', len - u.host_off - u.host_len))
+        return nsv__set_detail(s, NSV_EURL, "tcp:// needs a port (0 for an ephemeral one)");
+    int port = 0;
+    /* Sharded servers give each worker its own SO_REUSEPORT socket so the
+     * kernel spreads connections, unless hand-off from one acceptor is chosen. */
+    int per_worker = s->sharded && !s->shard_accept && s->nloops > 1;
+    int fd = open_listener(s, url + u.host_off, u.host_len, u.port, per_worker || s->reuseport, &port);
+    if (fd < 0)
+        return fd;
+    int id = s->nlisteners;
+    nsv__listener *L = &s->listeners[id];
+    L->wfd[0] = fd;
+    L->port = port;
+    L->proto = tcp ? &nsv__proto_tcp : &nsv__proto_http;
+    L->tls = !u.is_tls ? NSV__TLS_NONE : tcp ? NSV__TLS_RAW : NSV__TLS_HTTP;
+    L->handoff = 0;
+    for (int k = 1; per_worker && k < s->nloops; k++) {
+        int p2 = 0;
+        L->wfd[k] = open_listener(s, url + u.host_off, u.host_len, port, 1, &p2);
+        if (L->wfd[k] < 0) {
+            int err = L->wfd[k];
+            L->wfd[k] = -1;
+            close_listener(s, id);
+            return err;
+        }
+    }
+    return add_listener(s, id);
+}
+
 int nsv_listen(nsv_server *s, const char *url, size_t len)
 {
     if (!s || !url)
@@ -218,6 +242,90 @@ int nsv_listen(nsv_server *s, const char *url, size_t len)
     if (r)
         return r;
     r = listen_url(s, url, len);
+    nsv__setup_end(s);
+    return r;
+}
+
+/* The socket checks of nsv_listen_fd; *port gets the bound port (0 for AF_UNIX). */
+static int check_listen_socket(nsv_server *s, int fd, int *port)
+{
+    int v = 0;
+    socklen_t vl = sizeof v;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &vl) != 0) {
+        int e = errno;
+        if (e == ENOTSOCK)
+            return nsv__set_detail(s, NSV_EINVAL, "nsv_listen_fd: fd %d is not a socket", fd);
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_listen_fd: fd %d: %s", fd, strerror(e));
+    }
+    if (v != SOCK_STREAM)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_listen_fd: fd %d is not a stream socket (SO_TYPE %d; "
+                               "SOCK_STREAM is %d)", fd, v, SOCK_STREAM);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    memset(&ss, 0, sizeof ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_listen_fd: getsockname(fd %d): %s", fd, strerror(errno));
+    if (ss.ss_family == AF_INET6)
+        *port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    else if (ss.ss_family == AF_INET)
+        *port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    else if (ss.ss_family == AF_UNIX)
+        *port = 0;
+    else
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_listen_fd: fd %d has address family %d; AF_INET, "
+                               "AF_INET6 or AF_UNIX is needed", fd, (int)ss.ss_family);
+    v = 0;
+    vl = sizeof v;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &vl) != 0 || !v)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_listen_fd: fd %d is not listening (bind it and "
+                               "call listen() first)", fd);
+    return 0;
+}
+
+int nsv_listen_fd(nsv_server *s, const char *url, size_t len, int fd)
+{
+    if (!s)
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_listen_fd: srv is NULL");
+    if (!url)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_listen_fd: url is NULL");
+    if (fd < 0)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_listen_fd: fd is %d; must be >= 0", fd);
+    int r = nsv__setup_begin(s, "nsv_listen_fd", "add listeners");
+    if (r)
+        return r;
+    nsv_url u;
+    int tcp = 0, port = 0;
+    r = check_listen_url(s, url, len, &u, &tcp);
+    if (r >= 0)
+        r = check_listen_socket(s, fd, &port);
+    if (r >= 0 && u.port != 0 && u.port != port)
+        r = nsv__set_detail(s, NSV_EINVAL, "nsv_listen_fd: the URL names port %d but fd %d is bound to "
+                            "port %d (use port 0 to take the socket's)", u.port, fd, port);
+    int fl = r >= 0 ? fcntl(fd, F_GETFL) : 0, fdfl = r >= 0 ? fcntl(fd, F_GETFD) : 0;
+    if (r >= 0 && (fl < 0 || fdfl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0 ||
+                   fcntl(fd, F_SETFD, fdfl | FD_CLOEXEC) != 0))
+        r = nsv__set_detail(s, NSV_ESYS, "nsv_listen_fd: fcntl(fd %d): %s", fd, strerror(errno));
+    if (r >= 0) {
+        int id = s->nlisteners;
+        nsv__listener *L = &s->listeners[id];
+        L->wfd[0] = fd;
+        L->port = port;
+        L->proto = tcp ? &nsv__proto_tcp : &nsv__proto_http;
+        L->tls = !u.is_tls ? NSV__TLS_NONE : tcp ? NSV__TLS_RAW : NSV__TLS_HTTP;
+        /* One socket for every worker: worker 0 accepts and deals them out. */
+        L->handoff = s->sharded && s->nloops > 1;
+        r = nsv__loop_add_listener(s->loops[0], id) != 0 ? -1 : 0;
+        if (r != 0) {
+            int e = errno;
+            L->wfd[0] = -1; /* failure leaves fd to the caller, as it was */
+            fcntl(fd, F_SETFL, fl);
+            fcntl(fd, F_SETFD, fdfl);
+            r = nsv__set_detail(s, NSV_ESYS, "nsv_listen_fd: epoll_ctl(fd %d): %s", fd, strerror(e));
+        } else {
+            s->nlisteners++;
+            r = id;
+        }
+    }
     nsv__setup_end(s);
     return r;
 }

@@ -24,7 +24,8 @@ enum {
     NSV__OP_REPLY = 1, NSV__OP_START, NSV__OP_CHUNK, NSV__OP_END, NSV__OP_CLOSE, NSV__OP_TAG,
     NSV__OP_WS_UPGRADE, NSV__OP_WS_SEND, NSV__OP_WS_CLOSE, NSV__OP_WS_BCAST,
     NSV__OP_FILE, /* nsv_reply_file: arg packs the open file (NSV__FILE_ARG) */
-    NSV__OP_CONTINUE /* the host polled again: send a waiting 100 Continue */
+    NSV__OP_CONTINUE, /* the host polled again: send a waiting 100 Continue */
+    NSV__OP_REASON /* nsv_set_reason: b/blen is the phrase (0 bytes: the standard one) */
     /* raw TCP operations: net/tcp.h */
 };
 
@@ -36,10 +37,11 @@ int nsv__conn_op(nsv__loop *l, const nsv__cmd *c);
 int nsv__conn_call_file(nsv_server *s, uint64_t id, int status, const char *h, size_t hlen, const char *b,
                         size_t blen, uint64_t arg);
 /* The file of NSV__OP_FILE in the command's arg: descriptor (bits 0-31),
- * encoding (32-33), Vary (40), host Content-Type (41), media type index (48-63). */
-#define NSV__FILE_ARG(fd, enc, vary, host_ctype, mime)                                              \
+ * encoding (32-33), Vary (40), host flags (41-42: NSV__SF_HOST_CTYPE,
+ * NSV__SF_PLAIN), media type index (48-63). */
+#define NSV__FILE_ARG(fd, enc, vary, hflags, mime)                                                  \
     ((uint64_t)(uint32_t)(fd) | (uint64_t)(enc) << 32 | (uint64_t)(vary) << 40 |                    \
-     (uint64_t)(host_ctype) << 41 | (uint64_t)(uint16_t)(mime) << 48)
+     (uint64_t)((hflags) & 3) << 41 | (uint64_t)(uint16_t)(mime) << 48)
 /* options.c */
 void nsv__options_defaults(nsv_server *s);
 

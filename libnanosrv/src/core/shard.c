@@ -141,6 +141,10 @@ int nsv__shard_forward(nsv_server *s, const nsv__cmd *k)
     case NSV__OP_REPLY:
     case NSV__OP_FILE: r = ticket_step(s, id, NSV__T_PENDING, NSV__T_IDLE); break;
     case NSV__OP_START: r = ticket_step(s, id, NSV__T_PENDING, NSV__T_STREAM); break;
+    case NSV__OP_REASON: r = ticket_step(s, id, NSV__T_PENDING, NSV__T_PENDING); break;
+    case NSV__OP_CONTINUE: /* nsv_continue (arg 1) needs a request waiting */
+        r = k->arg ? ticket_step(s, id, NSV__T_PENDING, NSV__T_PENDING) : ticket_step(s, id, 4, 4);
+        break;
     case NSV__OP_CHUNK: r = ticket_step(s, id, NSV__T_STREAM, NSV__T_STREAM); break;
     case NSV__OP_END: r = ticket_step(s, id, NSV__T_STREAM, NSV__T_IDLE); break;
     case NSV__OP_WS_UPGRADE: r = ticket_step(s, id, NSV__T_PENDING, NSV__T_WS); break;

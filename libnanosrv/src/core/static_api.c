@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #define KNOWN_FLAGS (NSV_STATIC_LIST | NSV_STATIC_SYMLINKS | NSV_STATIC_PRECOMPRESSED | NSV_STATIC_FALLTHROUGH | \
-                     NSV_STATIC_DOTFILES)
+                     NSV_STATIC_DOTFILES | NSV_STATIC_PLAIN)
 #define CC_MAX 1024
 
 /* A NUL-terminated copy of a file system path. */
@@ -52,6 +52,9 @@ NSV_API int nsv_serve_dir(nsv_server *s, const char *prefix, size_t plen, const 
         return nsv__set_detail(s, NSV_EINVAL, "%s: cache_control is %zu bytes; at most %d", fn, clen, CC_MAX);
     if (flags & ~(uint32_t)KNOWN_FLAGS)
         return nsv__set_detail(s, NSV_EINVAL, "%s: unknown flags 0x%x", fn, (unsigned)(flags & ~(uint32_t)KNOWN_FLAGS));
+    if (flags & NSV_STATIC_PLAIN)
+        return nsv__set_detail(s, NSV_EINVAL, "%s: NSV_STATIC_PLAIN is for nsv_reply_file (a mount always answers "
+                               "conditional and Range requests)", fn);
     char path[PATH_MAX];
     int r = path_copy(s, fn, "dir", dir, dlen, path);
     if (r)
@@ -131,6 +134,10 @@ NSV_API int nsv_reply_file(nsv_server *s, uint64_t conn, int status, const char 
         if (nsv__headers_scan(s, headers, hlen, &hs) != 0 || nsv__static_host_block(s, headers, hlen, &host_ctype) != 0)
             return NSV_EINVAL; /* the detail names the byte and the rule */
     }
+    /* A plain file answers no condition: the request's headers are not
+     * consulted at all (a precompressed sibling is still chosen by
+     * Accept-Encoding, which the request's headers carry). */
+    int plain = !!(flags & NSV_STATIC_PLAIN);
     nsv__sreq q;
     nsv__sreq_block(&q, req_headers, rhlen);
     char rel[PATH_MAX + 32];
@@ -167,6 +174,6 @@ NSV_API int nsv_reply_file(nsv_server *s, uint64_t conn, int status, const char 
     if (r < 0)
         return nsv__set_detail(s, NSV_ENOTFOUND, "%s: no file \"%.*s\"%s", fn, (int)(plen > 200 ? 200 : plen),
                                path, rlen ? " under the root" : "");
-    return nsv__conn_call_file(s, conn, status, headers, hlen, req_headers, rhlen,
-                               NSV__FILE_ARG(f.fd, f.enc, f.vary, host_ctype, f.mime));
+    return nsv__conn_call_file(s, conn, status, headers, hlen, plain ? NULL : req_headers, plain ? 0 : rhlen,
+                               NSV__FILE_ARG(f.fd, f.enc, f.vary, host_ctype | plain << 1, f.mime));
 }

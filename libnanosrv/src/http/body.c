@@ -71,7 +71,9 @@ void nsv__body_start(nsv__loop *l, nsv__conn *c, int64_t content_length, int exp
     c->bs_left = content_length; /* -1: chunked */
     c->bs_total = 0;
     memset(&c->chunk, 0, sizeof c->chunk);
-    if (expect_continue && l->host_turns) { /* the host's next poll sends NSV__OP_CONTINUE */
+    if (expect_continue && l->srv->expect_manual) { /* nsv_continue sends it */
+        c->continue_wait = 3;
+    } else if (expect_continue && l->host_turns) { /* the host's next poll sends NSV__OP_CONTINUE */
         c->continue_wait = 2;
     } else if (expect_continue) { /* answered at the next turn, unless the host answers first */
         c->continue_wait = 1;

@@ -70,15 +70,18 @@ int nsv__static_open(int dirfd, const char *rel, uint32_t flags);
 int nsv__static_resolve(int dirfd, char *rel, size_t rlen, uint32_t flags, const nsv__sreq *q,
                         nsv__sfile *f, int *dir_fd);
 int nsv__static_host_block(nsv_server *s, const char *h, size_t n, int *has_ctype);
+/* hflags of nsv__static_send: the host's block has a Content-Type; the file
+ * is a plain body (NSV_STATIC_PLAIN: no validators of ours). */
+enum { NSV__SF_HOST_CTYPE = 1, NSV__SF_PLAIN = 2 };
 int nsv__static_send(nsv__loop *l, nsv__conn *c, int status, nsv__sfile *f, const nsv__sreq *q,
-                     const char *cc, size_t cclen, const char *hdrs, size_t hlen, int host_ctype);
+                     const char *cc, size_t cclen, const char *hdrs, size_t hlen, int hflags);
 int nsv__static_request(nsv__loop *l, nsv__conn *c, const nsv__request *r);
 void nsv__static_free(nsv_server *s);
 
 /* http_conn.c */
 int nsv__http_loop_init(nsv__loop *l);
 void nsv__http_process(nsv__loop *l, nsv__conn *c);
-void nsv__http_continue(nsv__loop *l, nsv__conn *c);
+void nsv__http_continue(nsv__loop *l, nsv__conn *c, int asked);
 
 /* body.c */
 void nsv__body_start(nsv__loop *l, nsv__conn *c, int64_t content_length, int expect_continue);
@@ -97,6 +100,10 @@ enum { NSV__REPLY_FULL = 0, NSV__REPLY_STREAM = 1, NSV__REPLY_FILE = 2 };
 int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t hlen,
                const char *body, size_t blen, int mode);
 int nsv__send_chunk(nsv__loop *l, nsv__conn *c, const char *data, size_t len);
+#define NSV__REASON_MAX 128 /* bytes of a reason phrase (nsv_set_reason) */
+/* nsv_set_reason on the owning loop: keep the phrase (len 0: drop it) for the
+ * next status line of the request waiting on c; NSV_ESTATE if none waits. */
+int nsv__reason_set(nsv__loop *l, nsv__conn *c, const char *reason, size_t len);
 int nsv__reply_end(nsv__loop *l, nsv__conn *c);
 int nsv__error_reply(nsv__loop *l, nsv__conn *c, int status);
 void nsv__update_date(nsv__loop *l);

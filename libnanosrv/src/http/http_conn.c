@@ -188,11 +188,12 @@ static void send_continue(nsv__loop *l, nsv__conn *c)
         nsv__conn_flush(l, c);
 }
 
-/* The host polled again without answering a request that waits for
- * "100 Continue" (sharded servers in pull mode: NSV__OP_CONTINUE). */
-void nsv__http_continue(nsv__loop *l, nsv__conn *c)
+/* NSV__OP_CONTINUE: the host polled again without answering a request
+ * that waits for "100 Continue" (sharded servers in pull mode), or, with
+ * asked set, called nsv_continue (any waiting kind goes out now). */
+void nsv__http_continue(nsv__loop *l, nsv__conn *c, int asked)
 {
-    if (c->continue_wait != 2)
+    if (c->continue_wait == 0 || (!asked && c->continue_wait != 2))
         return;
     c->continue_wait = 0;
     if (c->bstream && c->state == NSV__C_PENDING && !c->resp_started)

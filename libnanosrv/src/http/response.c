@@ -4,44 +4,74 @@
 #include <string.h>
 #include <time.h>
 
+/* Standard phrases: RFC 9110's wording where it renamed one (413, 414, 416),
+ * else that of Python's http.HTTPStatus, which servers written in Python
+ * send (418 included); nsv_set_reason overrides any. */
 static const char *reason(int status)
 {
     switch (status) {
     case 100: return "Continue";
     case 101: return "Switching Protocols";
+    case 102: return "Processing";
+    case 103: return "Early Hints";
     case 200: return "OK";
     case 201: return "Created";
     case 202: return "Accepted";
+    case 203: return "Non-Authoritative Information";
     case 204: return "No Content";
+    case 205: return "Reset Content";
     case 206: return "Partial Content";
+    case 207: return "Multi-Status";
+    case 208: return "Already Reported";
+    case 226: return "IM Used";
+    case 300: return "Multiple Choices";
     case 301: return "Moved Permanently";
     case 302: return "Found";
     case 303: return "See Other";
     case 304: return "Not Modified";
+    case 305: return "Use Proxy";
     case 307: return "Temporary Redirect";
     case 308: return "Permanent Redirect";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
+    case 402: return "Payment Required";
     case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 406: return "Not Acceptable";
+    case 407: return "Proxy Authentication Required";
     case 408: return "Request Timeout";
     case 409: return "Conflict";
+    case 410: return "Gone";
     case 411: return "Length Required";
+    case 412: return "Precondition Failed";
     case 413: return "Content Too Large";
     case 414: return "URI Too Long";
     case 415: return "Unsupported Media Type";
     case 416: return "Range Not Satisfiable";
     case 417: return "Expectation Failed";
+    case 418: return "I'm a Teapot";
+    case 421: return "Misdirected Request";
+    case 422: return "Unprocessable Entity";
+    case 423: return "Locked";
+    case 424: return "Failed Dependency";
+    case 425: return "Too Early";
     case 426: return "Upgrade Required";
+    case 428: return "Precondition Required";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
+    case 451: return "Unavailable For Legal Reasons";
     case 500: return "Internal Server Error";
     case 501: return "Not Implemented";
     case 502: return "Bad Gateway";
     case 503: return "Service Unavailable";
     case 504: return "Gateway Timeout";
     case 505: return "HTTP Version Not Supported";
+    case 506: return "Variant Also Negotiates";
+    case 507: return "Insufficient Storage";
+    case 508: return "Loop Detected";
+    case 510: return "Not Extended";
+    case 511: return "Network Authentication Required";
     }
     return "Unknown";
 }
@@ -370,6 +400,27 @@ static int gzip_plan(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, c
     return blen >= (uint64_t)s->gzip_min_size ? GZ_ON : GZ_VARY;
 }
 
+int nsv__reason_set(nsv__loop *l, nsv__conn *c, const char *reason, size_t len)
+{
+    if (c->proto != &nsv__proto_http || c->state != NSV__C_PENDING)
+        return NSV_ESTATE; /* conn_call says what the connection is not */
+    const nsv__alloc *a = &l->srv->alloc;
+    if (len == 0) {
+        nsv__free(a, c->reason);
+        c->reason = NULL;
+        return NSV_OK;
+    }
+    /* Kept until the status line is written (or the connection closes);
+     * rare, so the connection carries only a pointer. */
+    char *p = c->reason ? c->reason : nsv__malloc(a, 1 + NSV__REASON_MAX);
+    if (!p)
+        return nsv__set_detail(l->srv, NSV_ENOMEM, "nsv_set_reason: no memory for the reason phrase");
+    p[0] = (char)(uint8_t)len;
+    memcpy(p + 1, reason, len);
+    c->reason = p;
+    return NSV_OK;
+}
+
 int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t hlen,
                const char *body, size_t blen, int mode)
 {
@@ -407,8 +458,15 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
     /* Files (static/) are never compressed on the fly: precompressed NAME.gz serves that. */
     int gz = s->gzip_min_size > 0 && mode != NSV__REPLY_FILE ? gzip_plan(l, c, status, hdrs, hs, blen, stream, fixed)
                                                              : GZ_NONE;
-    const char *rs = reason(status);
-    size_t rlen = strlen(rs);
+    const char *rs;
+    size_t rlen;
+    if (c->reason) { /* nsv_set_reason */
+        rs = c->reason + 1;
+        rlen = (uint8_t)c->reason[0];
+    } else {
+        rs = reason(status);
+        rlen = strlen(rs);
+    }
     size_t hroom = 16 + rlen + hlen + 40 + 40 + 40 + 30 + (gz ? GZ_HDR_ROOM : 0);
     r = nsv__buf_reserve(l, &c->out, hroom + send_body);
     if (r)
@@ -450,6 +508,10 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
     p += rlen;
     *p++ = '\r';
     *p++ = '\n';
+    if (c->reason) { /* used: the next request starts with the standard phrases */
+        nsv__free(&l->srv->alloc, c->reason);
+        c->reason = NULL;
+    }
     if (ne) {
         p = put_block(p, hdrs, hlen, ed, ne);
     } else if (hlen) {

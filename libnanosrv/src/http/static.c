@@ -434,11 +434,13 @@ int nsv__static_host_block(nsv_server *s, const char *h, size_t n, int *has_ctyp
  * or attached to the connection on every path). status 0 follows the
  * conditional and Range headers (200, 206, 304, 416); another status sends
  * the whole file with it. cc: "Cache-Control: ...\r\n" or empty; hdrs: the
- * host's block (checked by the caller), host_ctype when it has a
- * Content-Type. */
+ * host's block (checked by the caller); hflags NSV__SF_HOST_CTYPE when it
+ * has a Content-Type, NSV__SF_PLAIN for a file without our validators
+ * (the caller passes no request headers then, so no condition applies). */
 int nsv__static_send(nsv__loop *l, nsv__conn *c, int status, nsv__sfile *f, const nsv__sreq *q,
-                     const char *cc, size_t cclen, const char *hdrs, size_t hlen, int host_ctype)
+                     const char *cc, size_t cclen, const char *hdrs, size_t hlen, int hflags)
 {
+    int host_ctype = hflags & NSV__SF_HOST_CTYPE, plain = hflags & NSV__SF_PLAIN;
     nsv_server *s = l->srv;
     int fd = f->fd;
     f->fd = -1;
@@ -496,9 +498,11 @@ int nsv__static_send(nsv__loop *l, nsv__conn *c, int status, nsv__sfile *f, cons
                      (unsigned long long)size);
     else if (code == 416)
         p += sprintf(p, "Content-Range: bytes */%llu\r\n", (unsigned long long)size);
-    p += sprintf(p, "Last-Modified: %s\r\nETag: %s\r\n", lm, tag);
-    if (code != 304)
-        p = put_str(p, "Accept-Ranges: bytes\r\n");
+    if (!plain) {
+        p += sprintf(p, "Last-Modified: %s\r\nETag: %s\r\n", lm, tag);
+        if (code != 304)
+            p = put_str(p, "Accept-Ranges: bytes\r\n");
+    }
     if (f->enc)
         p = put_str(p, f->enc == 1 ? "Content-Encoding: br\r\n" : "Content-Encoding: gzip\r\n");
     if (f->vary)

@@ -68,6 +68,7 @@ void nsv__loop_free(nsv__loop *l)
                 c->proto->on_close(l, c);
             nsv__tls_free(l, c);
             nsv__free(a, c->tls_host);
+            nsv__free(a, c->reason);
             close(c->fd);
             if (c->file_on)
                 close(c->file_fd);
@@ -250,6 +251,10 @@ void nsv__conn_close(nsv__loop *l, nsv__conn *c)
         nsv__free(&l->srv->alloc, c->tls_host);
         c->tls_host = NULL;
     }
+    if (c->reason) {
+        nsv__free(&l->srv->alloc, c->reason);
+        c->reason = NULL;
+    }
     close(c->fd); /* also removes it from epoll */
     if (c->file_on) {
         close(c->file_fd);
@@ -359,7 +364,7 @@ static void on_accept(nsv__loop *l, int lidx, int lfd)
                 refuse(fd);
             continue;
         }
-        if (s->sharded && s->shard_accept && s->nloops > 1)
+        if (s->sharded && s->nloops > 1 && (s->shard_accept || s->listeners[lidx].handoff))
             nsv__loop_handoff(l, fd, lidx, &ss);
         else
             nsv__loop_adopt(l, fd, lidx, &ss);

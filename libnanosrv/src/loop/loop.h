@@ -138,7 +138,8 @@ struct nsv__conn {
     /* a streamed request body (http/body.c) */
     uint8_t bstream;        /* its bytes are being delivered in BODY events */
     uint8_t continue_wait;  /* Expect: 100-continue unless replied: 1 at the next turn,
-                               2 when the host's next poll says so (host_turns) */
+                               2 when the host's next poll says so (host_turns),
+                               3 when the host calls nsv_continue (expect_manual) */
     int64_t bs_left;        /* Content-Length bytes still to come; -1 chunked */
     uint64_t bs_total;      /* bytes delivered (max_body) */
     /* A file sent after everything in `out` (loop.c, nsv__conn_attach_file):
@@ -150,6 +151,7 @@ struct nsv__conn {
     uint64_t file_off, file_left;
     uint8_t gzip_ok;        /* the current request accepts gzip (noted only with NSV_OPT_GZIP_MIN_SIZE) */
     void *gz;               /* streamed reply: its deflate stream (http/gzip.c) */
+    char *reason;           /* nsv_set_reason: length byte + phrase for the next status line, or NULL */
 };
 
 typedef struct nsv__listener {
@@ -157,6 +159,7 @@ typedef struct nsv__listener {
     int port;
     const nsv__proto *proto; /* what its connections speak */
     int tls;  /* NSV__TLS_* (tls/tls.h): 0 plain */
+    int handoff; /* sharded: its only socket (wfd[0], adopted by nsv_listen_fd) hands connections out */
 } nsv__listener;
 
 /* Queue of serialized events (evq.c): [uint32 size][uint32 data_len][nsv_event][data], 8-aligned. */
@@ -258,8 +261,10 @@ struct nsv_server {
     int64_t auto_404;
     int64_t ws_max_message, ws_ping_interval_ms, ws_control_events, ws_close_timeout_ms;
     int64_t tcp_high_water, tcp_low_water, connect_timeout_ms, shard_accept;
+    int64_t reuseport;       /* NSV_OPT_REUSEPORT: SO_REUSEPORT on later nsv_listen sockets */
     int64_t tls_verify_client, tls_verify_server;
     int64_t stream_body;  /* NSV_OPT_STREAM_BODY */
+    int64_t expect_manual; /* NSV_OPT_EXPECT_MANUAL: 100 Continue only by nsv_continue */
     int64_t gzip_min_size, gzip_level; /* NSV_OPT_GZIP_MIN_SIZE (0 off), NSV_OPT_GZIP_LEVEL */
     char *gzip_types;     /* NSV_OPT_GZIP_TYPES, normalised (http/gzip.c); NULL: the default list */
     int stream_routes;    /* some route has NSV_ROUTE_STREAM_BODY */

@@ -1,5 +1,5 @@
 package = "nanosrv"
-version = "1.1.0-1"
+version = "1.2.0-1"
 -- Meant for `luarocks make` from a source checkout (run in bindings/lua),
 -- which builds from the working directory and does not fetch `source`.
 source = {

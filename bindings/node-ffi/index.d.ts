@@ -244,8 +244,10 @@ export class Response {
   /** Streams a chunk (chunked encoding). Returns false once the queued output
    *  passed the high water mark: wait for 'drain' before writing more. */
   write(chunk: Body): boolean;
-  /** Sends the reply; throws NSV_ESTATE when called twice. */
-  end(body?: Body): this;
+  /** Sends the reply; throws NSV_ESTATE when called twice. cb runs after 'finish'. */
+  end(body?: Body, cb?: () => void): this;
+  end(body: string, encoding: BufferEncoding, cb?: () => void): this;
+  end(cb: () => void): this;
   json(value: unknown, status?: number): this;
   /** Set-Cookie, validated by the library (throws NSV_EINVAL with the reason). */
   cookie(name: string, value: string, opts?: CookieOptions): this;
@@ -309,6 +311,11 @@ export class Server {
   ws(pattern: string, handlers: WebSocketHandlers): this;
   broadcast(pattern: string, data: string | Buffer | Uint8Array): number;
   listen(port?: number, host?: string): Promise<number>;
+  /** node's forms: cb runs on 'listening' (a later tick); a failure is also an 'error' event. */
+  listen(port: number, cb: () => void): Promise<number>;
+  listen(port: number, host: string, cb: () => void): Promise<number>;
+  listen(port: number, host: string, backlog: number, cb?: () => void): Promise<number>;
+  listen(options: { port?: number; host?: string }, cb?: () => void): Promise<number>;
   /** listen('https://127.0.0.1:8443'): http, https, ws, wss, tcp or tls URL; resolves with the bound port. */
   listen(url: string): Promise<number>;
   /** Whether the server keeps the process alive (default: it does). */

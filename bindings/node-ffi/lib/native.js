@@ -19,6 +19,13 @@ function libraryPath(explicit) {
   return 'libnanosrv.so.1';
 }
 
+// Where libraryPath looked, for the error when nothing loads.
+function lookedAt(explicit) {
+  if (explicit) return 'the library option names it';
+  if (process.env.NANOSRV_LIBRARY) return 'NANOSRV_LIBRARY names it';
+  return `looked at NANOSRV_LIBRARY (unset), ${path.join(__dirname, '..', 'libnanosrv.so.1')} (absent), then the system search path`;
+}
+
 function backendName(name) {
   const b = name || process.env.NANOSRV_BACKEND || 'koffi';
   if (!BACKENDS[b]) throw new Error(`nanosrv: unknown backend '${b}' (expected koffi or ffi-napi)`);
@@ -39,7 +46,8 @@ function load(opts = {}) {
   try {
     n = backend.load(libPath, abi.functions);
   } catch (e) {
-    throw new Error(`nanosrv: cannot load ${libPath} with ${name}: ${e.message}`);
+    throw new Error(`nanosrv: cannot load ${libPath} with ${name}: ${e.message}. ${lookedAt(opts.library)}; ` +
+      'point NANOSRV_LIBRARY (or the library option) at libnanosrv.so.1, e.g. build/libnanosrv.so.1 after make in the source tree');
   }
   const f = n.fns;
   const libAbi = f.nsv_abi_version();

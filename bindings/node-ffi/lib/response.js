@@ -67,6 +67,7 @@ class Response {
     this._stream = false;
     this._sse = null;
     this._on = null;
+    this._closeEmitted = false; // 'close' was emitted (the client left or ended its side)
   }
 
   setHeader(name, value) {
@@ -245,11 +246,16 @@ class Response {
     return this;
   }
 
-  end(body) {
-    if (typeof body === 'function') body = undefined;
+  // end([body][, encoding][, cb]): cb runs after 'finish' (or at once
+  // when the client is gone).
+  end(body, encoding, cb) {
+    if (typeof body === 'function') { cb = body; body = undefined; } else if (typeof encoding === 'function') { cb = encoding; encoding = undefined; }
+    if (typeof body === 'string' && typeof encoding === 'string' && encoding !== 'utf8' && encoding !== 'utf-8') body = Buffer.from(body, encoding);
     checkBody(body, 'body');
+    if (cb !== undefined && typeof cb !== 'function') throw typeError('callback', 'a function', cb);
     if (this.writableEnded) throw nsvError(C.NSV_ESTATE, 'the response was already sent');
     if (!this._stream) checkStatus(this.statusCode);
+    if (cb) process.nextTick(cb);
     this.writableEnded = true;
     this.headersSent = true;
     if (this.destroyed) return this;
@@ -301,6 +307,13 @@ class Response {
     if (this.destroyed) return;
     this.destroyed = true;
     if (this._sse) this._sse._gone();
+    if (!this._closeEmitted) { this._closeEmitted = true; this._emit('close'); }
+  }
+
+  // The client ended its side while this answer is still to come.
+  _hangupSeen() {
+    if (this._closeEmitted) return;
+    this._closeEmitted = true;
     this._emit('close');
   }
 }

@@ -205,8 +205,27 @@ class Server extends EventEmitter {
   // or their Pem forms first). A sharded server's workers start on the
   // turn after the first listen(): listen() calls made in the same turn
   // all count, later ones are refused (NSV_ESTATE).
-  listen(port = 0, host = '0.0.0.0') {
-    return new Promise((resolve) => resolve(this._listenNow(port, host)));
+  // Node's forms work too: listen(port, cb), listen(port, host[, backlog],
+  // cb), listen({ port, host }[, cb]); cb runs on 'listening' (emitted on
+  // a later tick). A failure (EADDRINUSE: err.code 'NSV_EADDRINUSE') rejects
+  // and is emitted as 'error' when the server has a listener for it or a
+  // cb was given (the promise is then taken as handled).
+  listen(...args) {
+    let cb = null;
+    if (args.length && typeof args[args.length - 1] === 'function') cb = args.pop();
+    let [port = 0, host = '0.0.0.0'] = args;
+    if (port !== null && typeof port === 'object') {
+      host = port.host || '0.0.0.0';
+      port = port.port === undefined ? 0 : port.port;
+    } else if (typeof host !== 'string') {
+      host = '0.0.0.0'; // listen(port, backlog)
+    }
+    if (cb) this.once('listening', () => cb.call(this));
+    const p = new Promise((resolve) => resolve(this._listenNow(port, host)));
+    p.catch((e) => {
+      if (cb || this.listenerCount('error')) this.emit('error', e);
+    });
+    return p;
   }
 
   _listenNow(port, host) {
@@ -226,7 +245,7 @@ class Server extends EventEmitter {
     const p = check(this._f.nsv_listener_port(this._h, lid));
     if (this.port === null) this.port = p;
     this._startPump();
-    this.emit('listening', p);
+    process.nextTick(() => this.emit('listening', p)); // as node's: never within listen()
     return p;
   }
 
@@ -363,6 +382,12 @@ class Server extends EventEmitter {
           const ep = this._tcp.get(conn);
           if (l === 16 && this._ackMark.equals(arena.subarray(o, o + l))) {
             if (ep !== undefined) this._tcpCall(ep, '_tcpAck');
+            else { // a streamed HTTP answer pacing itself (lib/http)
+              const res = this._pending.get(conn);
+              if (res !== undefined && typeof res._ack === 'function') {
+                try { res._ack(); } catch (e) { this._failed(e, res.req, res); }
+              }
+            }
             break;
           }
           const data = Buffer.from(arena.subarray(o, o + l));
@@ -444,8 +469,14 @@ class Server extends EventEmitter {
     if (req.flags & C.NSV_EVF_EOF) process.nextTick(() => this._hangup(res));
   }
 
+  // The client ended its side or left: the request closes, and a response
+  // still being prepared (a long poll) hears 'close' too. It is not
+  // destroyed: a client that only shut its write side still gets the reply.
   _hangup(res) {
     try { res.req._hangup(); } catch (e) { this._failed(e, res.req, res); }
+    if (!res.writableEnded && typeof res._hangupSeen === 'function') {
+      try { res._hangupSeen(); } catch (e) { this._failed(e, res.req, res); }
+    }
   }
 
   _run(handler, req, res) {

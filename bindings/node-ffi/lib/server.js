@@ -382,10 +382,13 @@ class Server extends EventEmitter {
           const ep = this._tcp.get(conn);
           if (l === 16 && this._ackMark.equals(arena.subarray(o, o + l))) {
             if (ep !== undefined) this._tcpCall(ep, '_tcpAck');
-            else { // a streamed HTTP answer pacing itself (lib/http)
+            else { // a streamed HTTP answer pacing itself (lib/http), or a WebSocket counting its output
               const res = this._pending.get(conn);
               if (res !== undefined && typeof res._ack === 'function') {
                 try { res._ack(); } catch (e) { this._failed(e, res.req, res); }
+              } else {
+                const ws = this._sockets.get(conn);
+                if (ws !== undefined && typeof ws._ack === 'function') ws._ack();
               }
             }
             break;
@@ -714,21 +717,46 @@ class Server extends EventEmitter {
     return check(this._f.nsv_close(this._h, conn));
   }
 
+  // 0, or NSV_ESTALE / NSV_ESTATE (closed, or its close handshake began)
+  // for the caller to handle; throws others.
   _wsSend(id, opcode, data) {
     this._direct();
     const b = toBuf(data);
-    check(this._f.nsv_ws_send(this._h, id, opcode, b, b.length), 'nsv_ws_send');
+    const r = this._f.nsv_ws_send(this._h, id, opcode, b, b.length);
+    if (r < 0 && r !== C.NSV_ESTALE && r !== C.NSV_ESTATE) throw nsvError(r, `nsv_ws_send: ${this._detail()}`);
+    return r;
   }
 
+  // As _wsSend; a connection already closing or gone is no error.
   _wsClose(id, code, reason) {
     this._direct();
     const b = toBuf(reason);
-    check(this._f.nsv_ws_close(this._h, id, code, b, b.length), 'nsv_ws_close');
+    const r = this._f.nsv_ws_close(this._h, id, code, b, b.length);
+    if (r < 0 && r !== C.NSV_ESTALE && r !== C.NSV_ESTATE) throw nsvError(r, `nsv_ws_close: ${this._detail()}`);
+    return r;
   }
 
-  _queued(id) {
-    this._direct();
-    return Number(check(this._f.nsv_conn_queued(this._h, id)));
+  // nsv_conn_queued, or null where the library cannot tell (another
+  // thread of a sharded server, a closed connection).
+  _queuedOrNull(id) {
+    if (this._h === null) return null;
+    if (this._batch.count) this._flush();
+    const q = this._f.nsv_conn_queued(this._h, id);
+    return q < 0 ? null : Number(q);
+  }
+
+  // WebSockets that sent this turn ask for one acknowledgement each, after
+  // the turn's sends (lib/websocket.js counts bufferedAmount with them).
+  _wsAskAck(ws) {
+    if (this._wsAcks === undefined) {
+      this._wsAcks = [];
+      this._wsAckTick = () => {
+        const list = this._wsAcks;
+        this._wsAcks = [];
+        for (let i = 0; i < list.length; i++) list[i]._askAck();
+      };
+    }
+    if (this._wsAcks.push(ws) === 1) process.nextTick(this._wsAckTick);
   }
 
   // ---- by-id API (for code that keeps connection ids) ----

@@ -278,9 +278,14 @@ export class WebSocket {
   readyState: 0 | 1 | 2 | 3;
   /** Free for the application. */
   data: Record<string, any>;
+  /** Bytes sent that the library has not taken yet (counted by the binding). */
   readonly bufferedAmount: number;
-  send(data: string | Buffer | Uint8Array, opts?: { binary?: boolean }): void;
-  ping(data?: string | Buffer): void;
+  /** A closing or closed peer drops the message quietly; cb hears of it (NSV_ESTATE / NSV_ESTALE). */
+  send(data: string | Buffer | Uint8Array, cb?: (err?: NanosrvError) => void): void;
+  send(data: string | Buffer | Uint8Array, opts: { binary?: boolean } | undefined, cb?: (err?: NanosrvError) => void): void;
+  ping(data?: string | Buffer | Uint8Array, cb?: (err?: NanosrvError) => void): void;
+  ping(cb: (err?: NanosrvError) => void): void;
+  /** Throws NSV_EINVAL for a code a server may not send or a reason over 123 bytes. */
   close(code?: number, reason?: string): void;
 }
 
@@ -345,6 +350,73 @@ export class Server {
 
 export function createServer(handler?: Handler): Server;
 export function createServer(opts: ServerOptions, handler?: Handler): Server;
+
+// ---- fetch-style serving (lib/fetch.js): WHATWG Request in, Response out ----
+
+export interface ServeTlsOptions {
+  key: string | Buffer | Array<string | Buffer>;
+  cert: string | Buffer | Array<string | Buffer>;
+  ca?: string | Buffer | Array<string | Buffer>;
+  passphrase?: string;
+  requestCert?: boolean;
+  rejectUnauthorized?: boolean;
+}
+
+/** The second argument of the fetch handler (Hono: `c.env`). */
+export interface ServeInfo {
+  remoteAddr: { hostname: string; port: number; transport: 'tcp' };
+  server: FetchServer;
+  /** The native request and response (lib/request.js, lib/response.js). */
+  incoming: Request;
+  outgoing: Response;
+}
+
+export type FetchHandler = (request: globalThis.Request, info: ServeInfo) => globalThis.Response | Promise<globalThis.Response>;
+
+export interface ServeOptions {
+  fetch?: FetchHandler;
+  /** Default 3000; 0 picks a free port (read it from server.port). */
+  port?: number;
+  /** Default '0.0.0.0'. */
+  hostname?: string;
+  tls?: ServeTlsOptions;
+  /** Deno's spelling of tls. */
+  key?: string | Buffer;
+  cert?: string | Buffer;
+  /** Aborting it closes the server. */
+  signal?: AbortSignal;
+  onListen?: (addr: { hostname: string; port: number }) => void;
+  /** The answer when the handler throws or returns no Response (default: 500 and a log line). */
+  onError?: (error: unknown, request: globalThis.Request | null) => globalThis.Response | undefined | void | Promise<globalThis.Response | undefined | void>;
+  backend?: Backend;
+  library?: string;
+  threads?: number;
+  /** Library options (ServerOptions) for the server underneath. */
+  nanosrv?: ServerOptions;
+}
+
+export interface FetchServer {
+  readonly port: number;
+  readonly hostname: string;
+  readonly address: { address: string; family: 'IPv4' | 'IPv6'; port: number };
+  readonly url: URL;
+  /** Stops taking connections; resolves once the requests in flight are answered. */
+  close(): Promise<void>;
+  /** Bun's: stop(true) also ends the open connections at once. */
+  stop(closeActiveConnections?: boolean): Promise<void>;
+  /** Deno's: resolves when the server has closed. */
+  readonly finished: Promise<void>;
+  ref(): FetchServer;
+  unref(): FetchServer;
+  /** The native server underneath. */
+  readonly core: Server;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** Serves a fetch-style handler (Hono: serve({ fetch: app.fetch })). Listens before it returns; throws NSV_EADDRINUSE. */
+export function serve(options: ServeOptions & { fetch: FetchHandler }): FetchServer;
+export function serve(handler: FetchHandler): FetchServer;
+export function serve(options: ServeOptions, handler: FetchHandler): FetchServer;
 export function loadLibrary(opts?: { backend?: Backend; library?: string }): { backend: Backend; backendVersion: string; path: string; missing: string[] };
 
 export const constants: Readonly<Record<string, number>>;

@@ -8,6 +8,7 @@ const { Response } = require('./lib/response');
 const { WebSocket } = require('./lib/websocket');
 const { NanosrvError } = require('./lib/errors');
 const { makeUtils } = require('./lib/utils');
+const { serve } = require('./lib/fetch');
 
 // createServer([opts][, handler]): handler answers requests no route matched.
 function createServer(opts, handler) {
@@ -22,6 +23,7 @@ function loadLibrary(opts) {
 
 module.exports = {
   createServer,
+  serve,
   loadLibrary,
   Server,
   Request,

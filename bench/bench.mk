@@ -31,7 +31,9 @@ bench-tools: $(BENCH_TOOLS)
 
 # Installs only what is missing, so a prepared machine pays one dpkg query.
 # Node comes from Debian only when no node is on PATH; the ws package for the
-# Node peer comes from bench/package-lock.json.
+# Node peer comes from bench/package-lock.json, the frameworks of the Node app
+# cases (Express, Fastify, Hono: devDependencies) from the binding's lock
+# through bindings/node-ffi/install.sh.
 bench-deps:
 	@missing=""; \
 	for p in $(BENCH_PKGS); do \
@@ -47,6 +49,8 @@ bench-deps:
 	fi
 	@test -d bench/node_modules/ws || (cd bench && npm ci --no-audit --no-fund --loglevel=error) || \
 	    echo "bench: npm ci failed; the Node peer runs without WebSocket" >&2
+	@bindings/node-ffi/install.sh >/dev/null || \
+	    echo "bench: bindings/node-ffi/install.sh failed; the Node app cases are skipped" >&2
 
 $(BENCH_BIN)/ceiling: bench/ceiling.c | bench-deps
 	@mkdir -p $(dir $@)

@@ -58,10 +58,12 @@ class Server:
     servers get --port 0 and announce "listening on PORT" on stdout."""
 
     def __init__(self, name, argv, caps, quick=False, contract=True, needs=(),
-                 conf=None, warm=False, cwd=ROOT, hint="", env=None, modules=()):
+                 conf=None, warm=False, cwd=ROOT, hint="", env=None, modules=(), probe=None):
         self.name, self.argv, self.caps, self.quick = name, argv, set(caps), quick
         self.contract, self.needs, self.conf, self.warm, self.cwd = contract, needs, conf, warm, cwd
         self.hint, self.env, self.modules = hint, env or {}, modules
+        # probe(case): why this server cannot run that case (None: it can).
+        self.probe = probe
 
     def missing(self):
         for m in self.modules:  # Python packages the server or the app imports (Debian's python3)
@@ -189,6 +191,45 @@ def _py_servers():
 
 SERVERS += _py_servers()
 
+# The Node app servers (bench/METHOD.md "Node apps"): bench/node/app.js runs
+# the case's app ({app}: express, fastify, hono, native) on nanosrv or on
+# node:http, with the frameworks of bindings/node-ffi/node_modules.
+NODE_PKG = os.path.join(ROOT, "bindings", "node-ffi")
+NODE_FRAMEWORKS = {"express": "express", "fastify": "fastify", "hono": "hono", "native": None}
+_NODE_SERVE = {}
+
+
+def node_has_serve():
+    """Whether require('nanosrv') has serve({ fetch }) (asked once)."""
+    if "ok" not in _NODE_SERVE:
+        code = "process.exit(typeof require(process.argv[1]).serve === 'function' ? 0 : 1)"
+        try:
+            _NODE_SERVE["ok"] = subprocess.run(["node", "-e", code, NODE_PKG], capture_output=True,
+                                               timeout=30).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            _NODE_SERVE["ok"] = False
+    return _NODE_SERVE["ok"]
+
+
+def node_app_probe(on):
+    def probe(case):
+        pkgs = ["koffi"] + ([NODE_FRAMEWORKS[case.app]] if NODE_FRAMEWORKS.get(case.app) else [])
+        for pkg in pkgs:
+            if not os.path.isdir(os.path.join(NODE_PKG, "node_modules", pkg)):
+                return f"no {pkg} in bindings/node-ffi/node_modules (run bindings/node-ffi/install.sh)"
+        if on == "nanosrv" and case.app == "hono" and not node_has_serve():
+            return "require('nanosrv') has no serve({ fetch })"
+        return None
+    return probe
+
+
+SERVERS += [
+    Server("node nanosrv", ["node", "bench/node/app.js", "{app}", "--on", "nanosrv"], {"node-app"}, warm=True,
+           needs=["node", "bench/node/app.js"], probe=node_app_probe("nanosrv")),
+    Server("node node:http", ["node", "bench/node/app.js", "{app}", "--on", "node"], {"node-app"}, warm=True,
+           needs=["node", "bench/node/app.js"], probe=node_app_probe("node")),
+]
+
 WS_BASE = ("node http", None)
 CASES = [
     Case("get-50", "GET keep-alive, 50 conns", quick=True),
@@ -251,6 +292,17 @@ for _app, _mod, _json, _param in (("flask", "flask_app:app", "/json", "/users/12
         Case(f"{_app}-param", f"{_app} (WSGI) GET {_param} (path params), 50 conns", need="wsgi-app",
              path=_param, app=_mod, baseline=(WSGI_BASE, None), goal=3.0, ratio_key="rps_per_core"),
     ]
+
+# The Node app cases: the same app on nanosrv (nanosrv/http, serve({ fetch })
+# for Hono, the native API for "native") and on node:http; req/s per server
+# core against node:http, with the goal beside the nanosrv row.
+NODE_BASE = "node node:http"
+for _app, _title, _goal in (("express", "Express 4", 1.5), ("fastify", "Fastify 5 (serverFactory)", 1.5),
+                            ("hono", "Hono 4 (fetch)", 2.0), ("native", "native API", 2.5)):
+    for _route, _path in (("plaintext", "/plaintext"), ("json", "/json"), ("param", "/users/12345")):
+        CASES.append(Case(f"node-{_app}-{_route}", f"{_title} GET {_path}, 50 conns", need="node-app",
+                          path=_path, app=_app, baseline=(NODE_BASE, None), goal=_goal,
+                          ratio_key="rps_per_core"))
 
 
 _PY_MODULES = {}
@@ -796,7 +848,7 @@ def run_case(case, servers, rounds, secs, args, results, live):
     recs = {}
     for s in order:
         recs[s.name] = {"case": case.id, "server": s.name, "status": "ok", "runs": []}
-        why = s.missing()
+        why = s.missing() or (s.probe(case) if s.probe else None)
         if why:
             recs[s.name].update(status="skipped", reason=why)
     active = [s for s in order if recs[s.name]["status"] == "ok"]
@@ -869,9 +921,9 @@ def main():
     args = ap.parse_args()
     if args.list:
         for c in CASES:
-            print(f"case   {c.id:20} {'quick ' if c.quick else '      '}{c.title}")
+            print(f"case   {c.id:24} {'quick ' if c.quick else '      '}{c.title}")
         for s in SERVERS:
-            print(f"server {s.name:20} {'quick ' if s.quick else '      '}{s.missing() or 'ok'}")
+            print(f"server {s.name:24} {'quick ' if s.quick else '      '}{s.missing() or 'ok'}")
         return 0
     rounds = args.rounds or 3
     secs = args.duration or (3 if args.quick else 5)

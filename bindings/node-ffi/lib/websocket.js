@@ -5,6 +5,9 @@ const { typeError, nsvError } = require('./errors');
 const C = require('./abi').constants;
 
 const STATE_NAMES = ['CONNECTING', 'OPEN', 'CLOSING', 'CLOSED'];
+// Unconfirmed bytes after which a sharded server's WebSocket asks its
+// worker to confirm them (see bufferedAmount).
+const ACK_EVERY = 65536;
 
 function validCloseCode(c) { return (c >= 1000 && c <= 1003) || (c >= 1007 && c <= 1014) || (c >= 3000 && c <= 4999); }
 
@@ -48,7 +51,10 @@ class WebSocket {
     if (typeof data === 'function') { cb = data; data = ''; }
     if (cb !== undefined && typeof cb !== 'function') throw typeError('callback', 'a function', cb);
     if (typeof data !== 'string' && !(data instanceof Uint8Array)) throw typeError('data', 'a string, Buffer or Uint8Array', data);
-    this._out(C.NSV_WS_PING, bytes(data), cb);
+    const b = bytes(data);
+    // Checked here, as close() is: a sharded server's worker would only drop it.
+    if (b.length > 125) throw nsvError(C.NSV_ETOOBIG, `ping payload is ${b.length} bytes; control frames carry at most 125`);
+    this._out(C.NSV_WS_PING, b, cb);
   }
 
   _out(opcode, buf, cb) {
@@ -89,27 +95,36 @@ class WebSocket {
   // Bytes queued for output on this connection and not sent yet. A single
   // loop server asks the library; a sharded one (the usual case: the
   // library's workers own the sockets) counts what send() handed over and
-  // the worker has not taken yet, known at once after each send. What the
-  // worker holds for a peer that does not read is bounded by the library
-  // (it stops reading such a peer past half of maxOutput).
+  // the worker has not confirmed taking, known at once after each send.
+  // Confirmations are asked for once ACK_EVERY bytes are unconfirmed and
+  // whenever the count is read, so reading it in a loop sees it fall to 0
+  // a turn after the worker took the bytes, and an echo that never reads
+  // it pays for one confirmation per ACK_EVERY bytes. What the worker holds
+  // for a peer that does not read is bounded by the library (it stops
+  // reading such a peer past half of maxOutput).
   get bufferedAmount() {
     if (!this._srv.sharded && this.readyState === WebSocket.OPEN) {
       const q = this._srv._queuedOrNull(this.id);
       if (q !== null) return q;
     }
+    if (this._unacked > 0) this._wantAck();
     return this._unacked;
   }
 
   _sent(n) {
     if (!this._srv.sharded) return;
     this._unacked += n;
-    if (this._askedAt < 0 && !this._ackQueued) {
-      this._ackQueued = true;
-      this._srv._wsAskAck(this);
-    }
+    if (this._unacked >= ACK_EVERY) this._wantAck();
   }
 
-  // The server's turn to ask the worker to acknowledge the sends so far.
+  _wantAck() {
+    if (this._askedAt >= 0 || this._ackQueued || !this._srv.sharded) return;
+    this._ackQueued = true;
+    this._srv._wsAskAck(this);
+  }
+
+  // The server's turn to ask the worker to confirm the sends so far (a
+  // WAKEUP that comes back after it handled them).
   _askAck() {
     this._ackQueued = false;
     if (this._askedAt >= 0 || this._unacked === 0 || this.readyState !== WebSocket.OPEN) return;
@@ -117,12 +132,12 @@ class WebSocket {
     if (this._srv._tcpAskAck(this.id) < 0) { this._askedAt = -1; this._unacked = 0; }
   }
 
-  // The worker took every send made before the acknowledgement was asked.
+  // The worker took every send made before the confirmation was asked.
   _ack() {
     if (this._askedAt < 0) return;
     this._unacked = Math.max(0, this._unacked - this._askedAt);
     this._askedAt = -1;
-    if (this._unacked > 0 && !this._ackQueued) { this._ackQueued = true; this._srv._wsAskAck(this); }
+    if (this._unacked >= ACK_EVERY) this._wantAck();
   }
 }
 WebSocket.CONNECTING = 0;

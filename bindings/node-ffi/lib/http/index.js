@@ -265,11 +265,29 @@ function statusCheck(code) {
   return c;
 }
 
+// The methods as own properties of every response: they must survive the
+// frameworks' Object.setPrototypeOf(res, app.response). Written out as
+// named stores (checked against the prototype below): copied in a loop by
+// computed name they cost ~20x more per response, since V8 then takes the
+// generic path for each of the ~40 keyed stores.
+function ownMethods(o) {
+  o.setHeader = P.setHeader; o.appendHeader = P.appendHeader; o.setHeaders = P.setHeaders;
+  o.getHeader = P.getHeader; o.hasHeader = P.hasHeader; o.removeHeader = P.removeHeader;
+  o.getHeaders = P.getHeaders; o.getHeaderNames = P.getHeaderNames;
+  o.getRawHeaderNames = P.getRawHeaderNames; o.writeHead = P.writeHead;
+  o._implicitHeader = P._implicitHeader; o._commit = P._commit; o._head = P._head; o._reason = P._reason;
+  o._start = P._start; o.flushHeaders = P.flushHeaders; o.write = P.write; o._send = P._send;
+  o._askAck = P._askAck; o._ack = P._ack; o._writable = P._writable; o._drained = P._drained; o.end = P.end;
+  o._finishStream = P._finishStream; o._done = P._done; o._emitClose = P._emitClose;
+  o._connClosed = P._connClosed; o._hangup = P._hangup; o.destroy = P.destroy; o.setTimeout = P.setTimeout;
+  o.cork = P.cork; o.uncork = P.uncork; o.writeContinue = P.writeContinue;
+  o.writeProcessing = P.writeProcessing; o.writeEarlyHints = P.writeEarlyHints;
+  o.addTrailers = P.addTrailers; o.assignSocket = P.assignSocket; o.detachSocket = P.detachSocket;
+}
+
 function ServerResponse(req, socket, server) {
   EventEmitter.call(this);
-  // Methods as own properties: they must survive the frameworks'
-  // Object.setPrototypeOf(res, app.response).
-  for (let i = 0; i < METHOD_NAMES.length; i++) this[METHOD_NAMES[i]] = P[METHOD_NAMES[i]];
+  ownMethods(this);
   this.req = req;
   this.socket = socket;
   this.connection = socket;
@@ -283,8 +301,9 @@ function ServerResponse(req, socket, server) {
   this.useChunkedEncodingByDefault = true;
   this.shouldKeepAlive = true;
   this.strictContentLength = true; // always: a wrong Content-Length never reaches the wire
-  this._hdr = null; // lower-case name -> [name as given, value]
+  this._hdr = null; // Map: lower-case name -> [name as given, value]
   this._header = null; // the status line and headers once committed (writeHead)
+  this._lines = ''; // the header lines given to the library
   this._headerSent = false;
   this.headersSent = false;
   this.finished = false;
@@ -320,7 +339,7 @@ P.setHeader = function setHeader(name, value) {
   if (this._header) throw headersSentError('set');
   nodeHttp.validateHeaderName(name);
   nodeHttp.validateHeaderValue(name, value);
-  (this._hdr || (this._hdr = Object.create(null)))[name.toLowerCase()] = [name, value];
+  (this._hdr || (this._hdr = new Map())).set(name.toLowerCase(), [name, value]);
   return this;
 };
 
@@ -328,11 +347,11 @@ P.appendHeader = function appendHeader(name, value) {
   if (this._header) throw headersSentError('append');
   nodeHttp.validateHeaderName(name);
   nodeHttp.validateHeaderValue(name, value);
-  const h = this._hdr || (this._hdr = Object.create(null));
+  const h = this._hdr || (this._hdr = new Map());
   const k = name.toLowerCase();
-  const prev = h[k];
-  if (prev === undefined) h[k] = [name, value];
-  else h[k] = [prev[0], [].concat(prev[1], value)];
+  const prev = h.get(k);
+  if (prev === undefined) h.set(k, [name, value]);
+  else h.set(k, [prev[0], [].concat(prev[1], value)]);
   return this;
 };
 
@@ -344,30 +363,30 @@ P.setHeaders = function setHeaders(headers) {
 
 P.getHeader = function getHeader(name) {
   if (typeof name !== 'string') throw invalidArgType('name', 'of type string', name);
-  const e = this._hdr && this._hdr[name.toLowerCase()];
+  const e = this._hdr && this._hdr.get(name.toLowerCase());
   return e ? e[1] : undefined;
 };
 
 P.hasHeader = function hasHeader(name) {
   if (typeof name !== 'string') throw invalidArgType('name', 'of type string', name);
-  return !!(this._hdr && this._hdr[name.toLowerCase()]);
+  return !!(this._hdr && this._hdr.has(name.toLowerCase()));
 };
 
 P.removeHeader = function removeHeader(name) {
   if (typeof name !== 'string') throw invalidArgType('name', 'of type string', name);
   if (this._header) throw headersSentError('remove');
-  if (this._hdr) delete this._hdr[name.toLowerCase()];
+  if (this._hdr) this._hdr.delete(name.toLowerCase());
 };
 
 P.getHeaders = function getHeaders() {
   const o = Object.create(null);
-  if (this._hdr) for (const k in this._hdr) o[k] = this._hdr[k][1];
+  if (this._hdr) for (const [k, e] of this._hdr) o[k] = e[1];
   return o;
 };
 
-P.getHeaderNames = function getHeaderNames() { return this._hdr ? Object.keys(this._hdr) : []; };
+P.getHeaderNames = function getHeaderNames() { return this._hdr ? [...this._hdr.keys()] : []; };
 P.getRawHeaderNames = function getRawHeaderNames() {
-  return this._hdr ? Object.keys(this._hdr).map((k) => this._hdr[k][0]) : [];
+  return this._hdr ? Array.from(this._hdr.values(), (e) => e[0]) : [];
 };
 
 // writeHead(status[, statusMessage][, headers]): headers an object, a flat
@@ -404,28 +423,37 @@ P.writeHead = function writeHead(status, reason, obj) {
 P._implicitHeader = function _implicitHeader() { this.writeHead(this.statusCode); };
 
 // Freezes the head: the header lines the library gets, the framing.
+// Only the lines are built (the library writes the status line); _header,
+// which apps read mostly as a flag, is a cheap rope of the same text as
+// node's (concatenation, flattened only if someone reads its characters).
 P._commit = function _commit() {
   const code = this.statusCode;
-  if (code === 204 || code === 304 || (code >= 100 && code < 200)) this._noBody = true;
+  const noFraming = code === 204 || code < 200;
+  if (code === 304 || noFraming) this._noBody = true;
   const h = this._hdr;
   let lines = '';
   this._declared = -1;
-  if (h) {
-    for (const k in h) {
-      const [name, value] = h[k];
-      // 204 has no Content-Length (the library refuses one), 1xx/204/304 no framing.
-      if ((k === 'content-length' || k === 'transfer-encoding') && (code === 204 || code < 200)) continue;
-      if (k === 'content-length' && !this._isHead && code !== 304) {
-        const n = Number(Array.isArray(value) ? value[0] : value);
-        if (Number.isSafeInteger(n) && n >= 0) this._declared = n;
+  if (h !== null) {
+    // Map iteration by forEach: no iterator or destructuring per header.
+    h.forEach((e, k) => {
+      const name = e[0], value = e[1];
+      if (k === 'content-length') {
+        // 204 has no Content-Length (the library refuses one), 1xx/204/304 no framing.
+        if (noFraming) return;
+        if (!this._isHead && code !== 304) {
+          const n = Number(Array.isArray(value) ? value[0] : value);
+          if (Number.isSafeInteger(n) && n >= 0) this._declared = n;
+        }
+      } else if (k === 'transfer-encoding') {
+        if (noFraming) return;
+        this.chunkedEncoding = true;
       }
-      if (k === 'transfer-encoding') this.chunkedEncoding = true;
-      if (Array.isArray(value)) for (const v of value) lines += `${name}: ${v}\r\n`;
-      else lines += `${name}: ${value}\r\n`;
-    }
+      if (Array.isArray(value)) for (let i = 0; i < value.length; i++) lines += name + ': ' + value[i] + '\r\n';
+      else lines += name + ': ' + value + '\r\n';
+    });
   }
   this._lines = lines;
-  this._header = `HTTP/${this.req.httpVersion} ${code} ${this.statusMessage}\r\n${lines}\r\n`;
+  this._header = 'HTTP/' + this.req.httpVersion + ' ' + code + ' ' + this.statusMessage + '\r\n' + lines + '\r\n';
   this.headersSent = true;
 };
 
@@ -623,11 +651,19 @@ P._done = function _done() {
   if (req && !req._consuming && !req._readableState.resumeScheduled && typeof req._dump === 'function') req._dump();
   if (this.destroyed) return;
   this.writableFinished = true;
-  process.nextTick(() => {
-    this.emit('finish');
-    process.nextTick(() => this._emitClose());
-  });
+  process.nextTick(finishTick, this);
 };
+
+// 'finish', then 'close' on the next tick as node does; with no 'close'
+// listener (the usual case) nothing can see that tick, so the response
+// closes at once and no second tick is scheduled.
+function finishTick(res) {
+  res.emit('finish');
+  if (res.listenerCount('close') === 0) res._emitClose();
+  else process.nextTick(closeTick, res);
+}
+
+function closeTick(res) { res._emitClose(); }
 
 P._emitClose = function _emitClose() {
   if (this._closeEmitted) return;
@@ -688,7 +724,14 @@ P.addTrailers = function addTrailers() {};
 P.assignSocket = function assignSocket() {};
 P.detachSocket = function detachSocket() {};
 
-const METHOD_NAMES = Object.getOwnPropertyNames(P).filter((k) => k !== 'constructor' && typeof P[k] === 'function');
+{
+  // ownMethods() copies every method of the prototype (a method added
+  // without it would vanish on the frameworks' prototype swap).
+  const t = {};
+  ownMethods(t);
+  const missing = Object.getOwnPropertyNames(P).filter((k) => k !== 'constructor' && typeof P[k] === 'function' && t[k] !== P[k]);
+  if (missing.length) throw new Error(`nanosrv/http: ownMethods() misses ${missing.join(', ')}`);
+}
 
 // ---- the core server: lib/server.js with this module's objects ----
 

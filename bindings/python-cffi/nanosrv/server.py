@@ -315,7 +315,7 @@ def listen_fd(manager: Any, url: str, fd: int, handler: Optional[Callable] = Non
     socket of its own. Returns the ConnectionRef (its port is the socket's;
     0 for a unix socket)."""
     from ._ffi import has, lib
-    from ._manager import ConnectionRef, _not_found
+    from ._manager import _not_found
     from .errors import NotSupportedError, check
     if not has("nsv_listen_fd"):
         raise NotSupportedError(lib.NSV_ENOTSUP, "sharing a listening socket needs nsv_listen_fd() "
@@ -325,26 +325,10 @@ def listen_fd(manager: Any, url: str, fd: int, handler: Optional[Callable] = Non
     if not isinstance(fd, int) or isinstance(fd, bool):
         raise TypeError("fd must be an int, not %s" % type(fd).__name__)
     u = url.encode()
-    setup = getattr(manager, "_setup", None)
-    if setup is not None:  # refuses a call while another thread polls, as http_listen does
-        with setup("listen_fd") as srv:
-            lid = check(lib.nsv_listen_fd(srv, u, len(u), fd), srv)
-    else:
-        srv = manager._live()
+    # Refused while another thread polls, as http_listen is.
+    with manager._setup("listen_fd") as srv:
         lid = check(lib.nsv_listen_fd(srv, u, len(u), fd), srv)
-    fn = handler or _not_found
-    register = getattr(manager, "_register_listener", None)
-    if register is not None:
-        return register(lid, url, fn, ws_handler, None)
-    # The bookkeeping of Manager._listen after its nsv_listen.
-    while len(manager._listen_fns) <= lid:
-        manager._listen_fns.append(_not_found)
-        manager._listen_ws.append(None)
-        manager._listen_events.append(None)
-    manager._listen_fns[lid] = manager._streaming(fn) if manager._stream_all else fn
-    manager._listen_ws[lid] = ws_handler
-    manager._listen_events[lid] = None
-    return ConnectionRef(lid, lib.nsv_listener_port(srv, lid), url, manager)
+    return manager._register_listener(lid, url, handler or _not_found, ws_handler, None)
 
 
 def _adopting_manager(fd: int, url: str) -> Any:

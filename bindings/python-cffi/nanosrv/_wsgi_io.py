@@ -7,7 +7,6 @@ piece; a streamed body (NSV_EVF_STREAM_BODY) is either the library's
 BodyStream (the app runs on the polling thread, which polls for more) or a
 ThreadedBody, fed by the polling thread and read by a worker thread.
 """
-import collections
 import logging
 import threading
 import time
@@ -15,6 +14,7 @@ from typing import Any, Callable, Iterator, List, Optional
 
 from ._ffi import lib
 from .errors import BodyError
+from .stream import BodyStream
 
 __all__ = ["Input", "ThreadedBody", "ErrorStream", "FileWrapper"]
 
@@ -145,31 +145,20 @@ class body_stream_source:
             return b""
 
 
-class ThreadedBody:
+class ThreadedBody(BodyStream):
     """A streamed request body handed from the polling thread to a worker
     thread. The Manager feeds it as it feeds a BodyStream (_feed, _fail,
     _eof): it takes the place of the connection's BodyStream. Past `high`
     buffered bytes reading from the client is paused; it resumes once the
     worker has taken the buffer down to `high // 4`, through `resume(self)`
     (which runs the library call on the polling thread)."""
-    __slots__ = ("_c", "_chunks", "_size", "_eof", "_exc", "_paused", "_cond", "_resume", "_alive", "high", "low",
-                 "received", "peak", "pauses", "timeout")
+    __slots__ = ("_cond", "_resume", "_alive", "timeout")
 
     def __init__(self, conn, high, resume, alive, timeout):
-        self._c = conn
-        self._chunks = collections.deque()
-        self._size = 0
-        self._eof = False
-        self._exc = None
-        self._paused = False
+        super().__init__(conn, high)
         self._cond = threading.Condition(threading.Lock())
         self._resume = resume     # fn(body): un-pause reading, on the polling thread
         self._alive = alive       # fn() -> False once the server closes
-        self.high = high
-        self.low = high // 4
-        self.received = 0
-        self.peak = 0
-        self.pauses = 0
         self.timeout = timeout    # seconds a read may wait for the next piece
 
     def adopt(self, stream):
@@ -182,28 +171,19 @@ class ThreadedBody:
         self._exc = stream._exc
         self._paused = stream._paused
 
-    # ---- polling thread ----
+    # ---- polling thread: BodyStream's bookkeeping, under the lock the
+    # worker thread reads with; a waiting reader is woken by the condition ----
 
     def _feed(self, data, eof):
         with self._cond:
-            if data:
-                self._chunks.append(data)
-                n = len(data)
-                self._size += n
-                self.received += n
-                if self._size > self.peak:
-                    self.peak = self._size
-            if eof:
-                self._eof = True
-            elif self._size >= self.high and not self._paused:
-                self._pause(1)
-            self._cond.notify()
+            BodyStream._feed(self, data, eof)
 
     def _fail(self, exc):
         with self._cond:
-            if not self._eof and self._exc is None:
-                self._exc = exc
-                self._cond.notify()
+            BodyStream._fail(self, exc)
+
+    def _wake(self):
+        self._cond.notify()  # called by _feed/_fail with the lock held
 
     def _pause(self, on):
         c = self._c

@@ -282,4 +282,4 @@ function decodeParam(v) {
   try { return decodeURIComponent(v); } catch { return v; }
 }
 
-module.exports = { Request };
+module.exports = { Request, parseSubject };

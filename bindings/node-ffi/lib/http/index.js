@@ -782,14 +782,8 @@ const NODE_ONLY = new Set(['IncomingMessage', 'ServerResponse', 'insecureHTTPPar
   'nanosrv', 'key', 'cert', 'ca', 'passphrase', 'requestCert', 'rejectUnauthorized', 'pfx', 'ciphers', 'ALPNProtocols',
   'SNICallback', 'secureOptions', 'minVersion', 'maxVersion', 'allowHTTP1', 'maxHeadersCount', 'signal']);
 
-function parseSubject(text) {
-  const o = {};
-  for (const part of text.split(/,\s*/)) {
-    const i = part.indexOf('=');
-    if (i > 0) o[part.slice(0, i).trim()] = part.slice(i + 1);
-  }
-  return o;
-}
+// "CN=alice, O=Example" -> { CN: 'alice', O: 'Example' }, as the native request reads it.
+const { parseSubject } = require('../request');
 
 class Server extends EventEmitter {
   constructor(options, listener) {

@@ -167,7 +167,7 @@ $(BUILD)/nanosrv.pc: libnanosrv/nanosrv.pc.in $(HDR) $(BUILD)/config
 
 # Examples link the shared object (found next to them through $ORIGIN).
 # The demo finds its page in this tree wherever it is started (--www overrides).
-$(BUILD)/demo: CFLAGS += -DDEMO_WWW='"$(CURDIR)/examples/demo/www"'
+$(BUILD)/demo: private CFLAGS += -DDEMO_WWW='"$(CURDIR)/examples/demo/www"'
 .SECONDEXPANSION:
 $(EXAMPLES): $(BUILD)/%: examples/$$(subst -,_,%).c $(BUILD)/$(SONAME) $(BUILD)/libnanosrv.so $(BUILD)/config
 	$(CC) $(CFLAGS) $(DEPFLAGS) -o $@ $< -L$(BUILD) -lnanosrv -Wl,-rpath,'$$ORIGIN' $(LDFLAGS)
@@ -242,15 +242,16 @@ clean:
 	rm -rf '$(BUILD)'
 
 # Long-running checks, not part of `make test`: tests/long/*.c (a 3 GiB reply
-# served twice; needs about 8 GiB of memory).
+# served twice; needs about 8 GiB of memory) and tests/long/*.sh (the HTTP and
+# WebSocket suites run again through build/http-proxy).
 LONG_SRCS := $(sort $(wildcard tests/long/*.c))
 LONGS     := $(LONG_SRCS:tests/long/%.c=$(BUILD)/tests/long/%)
 .PHONY: test-long
 $(BUILD)/tests/long/%: tests/long/%.c $(STATIC) $(BUILD)/config
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DEPFLAGS) -Ilibnanosrv/src -Itests -o $@ $< $(STATIC) $(LDFLAGS) $(LIBS)
-test-long: $(LONGS)
-	@NSV_BUILD=$(BUILD) NSV_TEST_TIMEOUT=1200 prove --timer --exec tests/exec $(LONGS)
+test-long: $(LONGS) examples
+	@NSV_BUILD=$(BUILD) NSV_TEST_TIMEOUT=1200 prove --timer --exec tests/exec $(LONGS) $(wildcard tests/long/*.sh)
 
 # The .d files of everything built so far (-MMD -MP above).
 -include $(OBJS:%=%.d) $(EXAMPLES:%=%.d) $(UNITS:%=%.d) $(ITESTS:%=%.d) $(REPLAYS:%=%.d) \

@@ -2,6 +2,7 @@
 #   make bench         every case and server, 3 rounds of 5 s
 #   make bench-quick   the quick subset, under 3 minutes
 #   make bench BENCH_ARGS="--cases get-50 --servers ceiling,nginx"
+#   make bench-proxy   http-proxy vs nginx proxy_pass only (PROXY_BENCH_ARGS="--rounds 5")
 BENCH_BIN    := $(BUILD)/bench
 BENCH_CFLAGS := -O2 -Wall -Wextra -Werror
 BENCH_TOOLS  := $(BENCH_BIN)/ceiling $(BENCH_BIN)/ws_load $(BENCH_BIN)/tcp_load $(BENCH_BIN)/mhd_server
@@ -13,11 +14,24 @@ BENCH_PKGS   := build-essential util-linux procps wrk nginx \
                 python3-cffi python3-fastapi python3-starlette python3-multipart python3-django \
                 python3-uvicorn python3-uvloop python3-httptools python3-hypercorn python3-wsproto
 
-.PHONY: bench bench-quick bench-deps bench-tools bench-tcp
+.PHONY: bench bench-quick bench-deps bench-tools bench-tcp bench-proxy bench-lb
 
 bench: lib examples bench-tools
 	$(PYTHON) bench/run.py --out $(BUILD) $(BENCH_ARGS)
 	$(PYTHON) bench/tcp_bench.py --out $(BUILD)
+	$(PYTHON) bench/proxy_bench.py --out $(BUILD)
+	RUNS=$(LB_BENCH_RUNS) SECS=$(LB_BENCH_SECS) sh bench/lb.sh $(BUILD)
+
+# wrk -> echo-server direct vs through HAProxy (send-proxy-v2), and the cost
+# of the latency histograms (--no-metrics-latency), bench/lb.sh.
+LB_BENCH_RUNS ?= 3
+LB_BENCH_SECS ?= 5
+bench-lb: lib examples
+	RUNS=$(LB_BENCH_RUNS) SECS=$(LB_BENCH_SECS) sh bench/lb.sh $(BUILD)
+
+# build/http-proxy against nginx proxy_pass, the same echo-server upstream (bench/METHOD.md "proxy").
+bench-proxy: lib examples bench-tools
+	$(PYTHON) bench/proxy_bench.py --out $(BUILD) $(PROXY_BENCH_ARGS)
 
 # Raw TCP echo, py-netty's cases: C tcp-echo, Python asyncio and node:net, and
 # each binding's examples/tcp_echo against its baseline (bench/METHOD.md).
@@ -67,3 +81,16 @@ $(BENCH_BIN)/tcp_load: bench/tcp_load.c | bench-deps
 $(BENCH_BIN)/mhd_server: bench/peers/mhd_server.c | bench-deps
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -o $@ $< -lmicrohttpd
+
+# The HTTP client (bench/client_bench.c, one loop) against curl --parallel and
+# Node's fetch, the same echo-server: bench/client_bench.py describes the method.
+#   make bench-client CLIENT_BENCH_ARGS="--requests 50000 --concurrency 1,16,64 --rounds 3"
+CLIENT_BENCH_ARGS ?=
+.PHONY: bench-client
+
+bench-client: lib examples $(BENCH_BIN)/client_bench
+	$(PYTHON) bench/client_bench.py --out $(BUILD) $(CLIENT_BENCH_ARGS)
+
+$(BENCH_BIN)/client_bench: bench/client_bench.c $(BUILD)/$(SONAME) $(BUILD)/libnanosrv.so
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -Ilibnanosrv/include -o $@ $< -L$(BUILD) -lnanosrv -Wl,-rpath,'$$ORIGIN/..' -pthread

@@ -22,7 +22,6 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench")
-NGINX_MODULES = "/usr/lib/nginx/modules"
 NOISY = 10  # % of a core used by other processes during a run that makes it "noisy"
 ROUTE_PATH = "/dummy/{i}/x"  # echo-server --routes N registers GET /dummy/<i>/:id
 # A query that echo-server's JSON answer repeats: about 4 KiB of JSON.
@@ -53,17 +52,46 @@ def ensure_static():
         os.utime(path, (STATIC_MTIME, STATIC_MTIME))
 
 
+NGX_REF = os.path.join(ROOT, "tools", "ngx-lua-ref.sh")
+RESTY_ECHO = "bench/peers/resty_echo.lua"
+
+
+def ngx_ref_fetch():
+    """Unpacks the nginx+lua reference once (a no-op when done); why not, or None."""
+    try:
+        r = subprocess.run([NGX_REF, "fetch"], capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{NGX_REF} fetch: {e}"
+    return None if r.returncode == 0 else (r.stderr.strip().splitlines() or ["fetch failed"])[-1]
+
+
+def ngx_ref_env():
+    """LD_LIBRARY_PATH at the unpacked OpenResty LuaJIT (as the script prints it)."""
+    return {"LD_LIBRARY_PATH": os.path.join(ROOT, "build", "ngx-lua-ref", "usr", "lib", "x86_64-linux-gnu")}
+
+
+def ngx_ref_conf(dirname, port):
+    subprocess.run([NGX_REF, "conf", dirname, os.path.join(ROOT, RESTY_ECHO), str(port)], check=True,
+                   timeout=30)
+
+
 class Server:
     """One server configuration. argv may use {port} and {dir}; contract
     servers get --port 0 and announce "listening on PORT" on stdout."""
 
     def __init__(self, name, argv, caps, quick=False, contract=True, needs=(),
-                 conf=None, warm=False, cwd=ROOT, hint="", env=None, modules=(), probe=None):
+                 conf=None, warm=False, cwd=ROOT, hint="", env=None, modules=(), probe=None,
+                 alias=None, setup=None, prepare=None):
         self.name, self.argv, self.caps, self.quick = name, argv, set(caps), quick
         self.contract, self.needs, self.conf, self.warm, self.cwd = contract, needs, conf, warm, cwd
         self.hint, self.env, self.modules = hint, env or {}, modules
         # probe(case): why this server cannot run that case (None: it can).
         self.probe = probe
+        # alias: a short name for --servers. setup(): fetches what the server
+        # needs, returns why it cannot run (None: it can); asked once.
+        # prepare(dir, port): writes its configuration before each start.
+        self.alias, self.setup, self.prepare = alias, setup, prepare
+        self._setup_why = None
 
     def missing(self):
         for m in self.modules:  # Python packages the server or the app imports (Debian's python3)
@@ -76,6 +104,10 @@ class Server:
                     return "missing " + n + self.hint
             elif not shutil.which(n):
                 return "no " + n + " in PATH"
+        if self.setup:
+            if self._setup_why is None:
+                self._setup_why = self.setup() or ""
+            return self._setup_why or None
         return None
 
 
@@ -105,13 +137,17 @@ ECHO = {"http", "busy", "routes", "ws", "static"}
 ECHO_C = ECHO | {"upload", "gzip"}
 SERVERS = [
     Server("ceiling", ["build/bench/ceiling"], {"http"}, quick=True, needs=["build/bench/ceiling"]),
-    Server("echo-server", ["build/echo-server"], ECHO_C, quick=True, needs=["build/echo-server"]),
+    Server("echo-server", ["build/echo-server"], ECHO_C, quick=True, needs=["build/echo-server"], alias="c"),
     Server("echo-server -t2", ["build/echo-server", "--threads", "2"], ECHO_C, quick=True,
            needs=["build/echo-server"]),
     Server("echo-server -t2 handoff", ["build/echo-server", "--threads", "2", "--accept", "handoff"], ECHO,
            needs=["build/echo-server"]),
     Server("lua echo", ["luajit", "bindings/lua/examples/echo.lua"], ECHO, quick=True, warm=True,
-           needs=["luajit", "bindings/lua/examples/echo.lua"]),
+           needs=["luajit", "bindings/lua/examples/echo.lua"], alias="lua"),
+    # The OpenResty-style runner with the echo contract as a content handler
+    # file; nginx+lua below runs the same file.
+    Server("resty", ["luajit", "bindings/lua/examples/resty.lua", "--port", "{port}", RESTY_ECHO], {"http"},
+           contract=False, warm=True, needs=["luajit", "bindings/lua/examples/resty.lua", RESTY_ECHO]),
     Server("python echo", ["/usr/bin/python3", "bindings/python-cffi/examples/echo.py"], ECHO,
            quick=True, needs=["bindings/python-cffi/examples/echo.py"]),
     Server("node echo koffi", ["node", "bindings/node-ffi/examples/echo.js", "--backend", "koffi"],
@@ -120,10 +156,13 @@ SERVERS = [
            ECHO, warm=True, needs=["node", "bindings/node-ffi/examples/echo.js"]),
     Server("nginx", ["nginx", "-p", "{dir}", "-c", "{dir}/nginx.conf"], {"http", "static"}, quick=True,
            contract=False, conf="bench/peers/nginx.conf.in", needs=["nginx"]),
-    Server("nginx+lua", ["nginx", "-p", "{dir}", "-c", "{dir}/nginx.conf"], {"http"},
-           contract=False, conf="bench/peers/nginx_lua.conf.in", warm=True,
-           needs=["nginx", NGINX_MODULES + "/ngx_http_lua_module.so"],
-           hint=" (libnginx-mod-http-lua: not installed by default, see METHOD.md)"),
+    # lua-nginx-module on OpenResty's LuaJIT, unpacked beside Debian's luajit
+    # by tools/ngx-lua-ref.sh (bench/METHOD.md); run here in the foreground
+    # so that it is pinned and its CPU time counted like the others.
+    Server("nginx+lua", ["nginx", "-p", "{dir}", "-c", "{dir}/nginx.conf", "-e", "{dir}/error.log",
+                         "-g", "daemon off;"], {"http"},
+           contract=False, warm=True, needs=["nginx", RESTY_ECHO], env=ngx_ref_env(),
+           setup=ngx_ref_fetch, prepare=ngx_ref_conf),
     Server("libmicrohttpd", ["build/bench/mhd_server"], {"http"},
            needs=["build/bench/mhd_server"]),
     Server("libmicrohttpd poll", ["build/bench/mhd_server", "--poll"], {"http"},
@@ -233,6 +272,9 @@ SERVERS += [
 WS_BASE = ("node http", None)
 CASES = [
     Case("get-50", "GET keep-alive, 50 conns", quick=True),
+    # The resty comparison's cases (COMPARE below): small answer, and a ~4 KiB one.
+    Case("1x64", "GET keep-alive, 64 conns (wrk -t1 -c64)", conns=64),
+    Case("json-64", "GET, ~4 KiB JSON answer, 64 conns", conns=64, path=JSON_4K_PATH),
     Case("get-256", "GET keep-alive, 256 conns", conns=256),
     Case("pipeline-16", "GET pipelined 16 deep, 50 conns", script="pipeline.lua", quick=True),
     Case("post-4k", "POST /echo 4 KiB body, 50 conns", script="post4k.lua", quick=True),
@@ -351,7 +393,9 @@ class Running:
                 conf = f.read()
             conf = conf.replace("@PORT@", str(port)).replace("@DIR@", self.dir).replace("@STATIC@", STATIC_DIR)
             with open(os.path.join(self.dir, "nginx.conf"), "w") as f:
-                f.write(conf.replace("@MODDIR@", NGINX_MODULES))
+                f.write(conf)
+        if srv.prepare:
+            srv.prepare(self.dir, port)
         # A case's arguments are echo-contract flags (--static, --busy-us, ...).
         argv = [a.format(port=port, dir=self.dir, app=app) for a in srv.argv] + (list(args) if srv.contract else [])
         if srv.contract:
@@ -675,6 +719,40 @@ def add_ratios(results, cases):
                 r["goal_met"] = r["ratio"] >= case.goal
 
 
+# Per-core ratios of one server to several others in the same case, beside
+# a goal: the OpenResty-style runner against the C echo-server, the plain Lua
+# echo and the real lua-nginx-module (bench/METHOD.md "resty").
+COMPARE = [("resty", [("echo-server", 0.9), ("lua echo", None), ("nginx+lua", None)])]
+
+
+def comparisons(results):
+    by = {(r["case"], r["server"]): r.get("summary", {}).get("rps_per_core") for r in results
+          if r["status"] == "ok"}
+    out = []
+    for who, others in COMPARE:
+        for case in dict.fromkeys(r["case"] for r in results):
+            mine = by.get((case, who))
+            if not mine:
+                continue
+            for other, goal in others:
+                theirs = by.get((case, other))
+                if theirs:
+                    c = {"case": case, "server": who, "vs": other, "ratio": mine / theirs}
+                    if goal:
+                        c["goal"], c["goal_met"] = goal, mine / theirs >= goal
+                    out.append(c)
+    return out
+
+
+def print_comparisons(comps, out=sys.stdout):
+    if not comps:
+        return
+    print("\n== per-core ratios (req/s/core)", file=out)
+    for c in comps:
+        goal = f"  (goal >= {c['goal']:g}x: {'met' if c['goal_met'] else 'MISSED'})" if "goal" in c else ""
+        print(f"  {c['case']:14} {c['server']:8} vs {c['vs']:12} {c['ratio']:6.2f}x{goal}", file=out)
+
+
 # ---------------------------------------------------------------- output
 
 def fmt_num(v, digits=0):
@@ -923,7 +1001,8 @@ def main():
         for c in CASES:
             print(f"case   {c.id:24} {'quick ' if c.quick else '      '}{c.title}")
         for s in SERVERS:
-            print(f"server {s.name:24} {'quick ' if s.quick else '      '}{s.missing() or 'ok'}")
+            name = s.name + (f" ({s.alias})" if s.alias else "")
+            print(f"server {name:24} {'quick ' if s.quick else '      '}{s.missing() or 'ok'}")
         return 0
     rounds = args.rounds or 3
     secs = args.duration or (3 if args.quick else 5)
@@ -939,10 +1018,16 @@ def main():
     os.environ.setdefault("NANOSRV_LIBRARY", os.path.join(build, "libnanosrv.so.1"))
     os.environ["LD_LIBRARY_PATH"] = ":".join(filter(None, [build, os.environ.get("LD_LIBRARY_PATH")]))
 
-    pick = lambda items, want, flag: (  # noqa: E731
-        [i for i in items if getattr(i, flag) in want.split(",")] if want else None)
+    pick = lambda items, want, *flags: (  # noqa: E731
+        [i for i in items if any(getattr(i, f) in want.split(",") for f in flags)] if want else None)
+    unknown = [w for want, names in ((args.cases, {c.id for c in CASES}),
+                                     (args.servers, {n for s in SERVERS for n in (s.name, s.alias) if n}))
+               for w in (want.split(",") if want else []) if w not in names]
+    if unknown:
+        print("unknown case or server: " + ", ".join(unknown) + " (see --list)", file=sys.stderr)
+        return 2
     cases = pick(CASES, args.cases, "id") or [c for c in CASES if c.quick or not args.quick]
-    servers = pick(SERVERS, args.servers, "name") or [s for s in SERVERS if s.quick or not args.quick]
+    servers = pick(SERVERS, args.servers, "name", "alias") or [s for s in SERVERS if s.quick or not args.quick]
     if any(c.need == "static" for c in cases):
         ensure_static()
     timed = sum(1 for c in cases if c.kind != "rss" for s in servers
@@ -975,13 +1060,15 @@ def main():
     meta["elapsed_s"] = round(time.monotonic() - t0, 1)
     by_id = {c.id: c for c in cases}
     add_ratios(results, by_id)
+    comps = comparisons(results)
     print_table(results, by_id)
+    print_comparisons(comps)
     with open(os.path.join(args.out, "bench-results.json"), "w") as f:
         json.dump({"meta": meta, "cases": [{"id": c.id, "title": c.title, "kind": c.kind,
                                             "baseline": {"server": c.baseline[0],
                                                          "case": c.baseline[1] or c.id}}
                                            for c in cases],
-                   "results": results}, f, indent=1)
+                   "results": results, "comparisons": comps}, f, indent=1)
     write_html(os.path.join(args.out, "bench-report.html"), meta, results, by_id)
     print(f"\n{meta['elapsed_s']} s; wrote {args.out}/bench-results.json and "
           f"{args.out}/bench-report.html")

@@ -1,8 +1,9 @@
 /* demo.c - what `make run` starts on http://127.0.0.1:8080: a page with its
  * assets served from a directory (nsv_serve_dir), a file upload parsed while
  * it streams in (POST /upload, lib/upload.h), a clock pushed by server-sent
- * events (GET /clock, demo/clock.h), a WebSocket echo (/ws), and small JSON,
- * chunked and echo routes.
+ * events (GET /clock, demo/clock.h), a WebSocket echo (/ws), small JSON,
+ * chunked and echo routes, and the server's metrics in the Prometheus text
+ * format (GET /metrics, docs/OPERATIONS.md).
  * Usage: demo [--port N] [--www DIR]. N 0 picks a free port; DIR defaults to
  * examples/demo/www of the tree the demo was built from (DEMO_WWW, which the
  * Makefile sets), so the demo starts from any working directory. */
@@ -19,7 +20,7 @@
 #define DEMO_WWW "examples/demo/www"
 #endif
 
-enum { R_USER, R_STREAM, R_ECHO, R_HEALTH, R_WS, R_UPLOAD, R_CLOCK };
+enum { R_USER, R_STREAM, R_ECHO, R_HEALTH, R_WS, R_UPLOAD, R_CLOCK, R_METRICS };
 
 static nsv_server *srv;
 static void on_signal(int sig) { (void)sig; nsv_stop(srv); }
@@ -52,6 +53,16 @@ static void on_request(const nsv_event *e, const char *a)
     case R_HEALTH:
         nsv_reply(srv, e->conn, 200, "Content-Type: application/json\r\n", 32, "{\"ok\":true}\n", 12);
         break;
+    case R_METRICS: {
+        static char text[32768]; /* enough for the server-wide text (nanosrv.h) */
+        int64_t n = nsv_metrics_prometheus(srv, NULL, 0, 0, text, sizeof text);
+        if (n < 0)
+            nsv_reply(srv, e->conn, 500, "Content-Type: text/plain\r\n", 26, nsv_strerror((int)n),
+                      strlen(nsv_strerror((int)n)));
+        else
+            nsv_reply(srv, e->conn, 200, "Content-Type: text/plain; version=0.0.4\r\n", 41, text, (size_t)n);
+        break;
+    }
     case R_UPLOAD: /* the body follows in BODY events */
         upload_begin(srv, e, a);
         break;
@@ -111,6 +122,7 @@ int main(int argc, char **argv)
     nsv_route(srv, "GET", 3, "/ws", 3, R_WS, NSV_ROUTE_WEBSOCKET);
     nsv_route(srv, "POST", 4, "/upload", 7, R_UPLOAD, NSV_ROUTE_STREAM_BODY);
     nsv_route(srv, "GET", 3, "/clock", 6, R_CLOCK, 0);
+    nsv_route(srv, "GET", 3, "/metrics", 8, R_METRICS, 0);
     /* The page and its assets; a path with no file goes on to the routes.
      * no-cache: browsers revalidate every load (ETag, 304), so edits show. */
     int r = nsv_serve_dir(srv, "/", 1, www, strlen(www), "no-cache", 8, NSV_STATIC_FALLTHROUGH);

@@ -1,8 +1,11 @@
 #!/bin/sh
 # Installs the Debian packages the build and the test suites need, only if
 # something is missing (so a machine that has them pays nothing).
+# nginx is plain Debian nginx; the lua-nginx-module reference beside it is only
+# unpacked, on demand, by tools/ngx-lua-ref.sh fetch (its LuaJIT conflicts with
+# the luajit package).
 set -e
-PKGS="build-essential clang libclang-rt-14-dev curl wrk luajit lua5.1 luarocks python3 python3-cffi \
+PKGS="build-essential clang libclang-rt-14-dev curl wrk luajit lua5.1 luarocks lua-cjson nginx libnginx-mod-stream haproxy redis-server zip python3 python3-cffi \
 python3-websockets python3-flask \
 python3-fastapi python3-starlette python3-uvicorn python3-uvloop python3-httptools python3-django \
 python3-django-channels python3-daphne python3-quart python3-multipart python3-h2 python3-httpx \

@@ -41,7 +41,9 @@ enum nsv_event_type {
     NSV_EV_HANGUP = 13,
     NSV_EV_BODY = 14,
     NSV_EV_TIMER = 15,
-    NSV_EV_WAKEUP = 16
+    NSV_EV_WAKEUP = 16,
+    NSV_EV_HTTP_RESPONSE = 17,
+    NSV_EV_HTTP_BODY = 18
 };
 
 enum nsv_event_flag {
@@ -52,7 +54,8 @@ enum nsv_event_flag {
     NSV_EVF_UPGRADE = 16,
     NSV_EVF_TLS = 32,
     NSV_EVF_EOF = 64,
-    NSV_EVF_STREAM_BODY = 128
+    NSV_EVF_STREAM_BODY = 128,
+    NSV_EVF_PROXY = 256
 };
 
 typedef struct nsv_event {
@@ -103,7 +106,20 @@ enum nsv_option {
     NSV_OPT_GZIP_LEVEL = 24,
     NSV_OPT_CONNECTIONS = 25,
     NSV_OPT_REUSEPORT = 26,
-    NSV_OPT_EXPECT_MANUAL = 27
+    NSV_OPT_EXPECT_MANUAL = 27,
+
+    NSV_OPT_HTTP_CONNS_PER_ORIGIN = 28,
+    NSV_OPT_HTTP_POOL_IDLE_MS = 29,
+    NSV_OPT_HTTP_HEAD_TIMEOUT_MS = 30,
+    NSV_OPT_HTTP_TIMEOUT_MS = 31,
+    NSV_OPT_HTTP_READ_TIMEOUT_MS = 32,
+    NSV_OPT_HTTP_MAX_HEAD_BYTES = 33,
+    NSV_OPT_HTTP_MAX_HEADERS = 34,
+    NSV_OPT_HTTP_MAX_BODY = 35,
+    NSV_OPT_DRAINING = 36,
+    NSV_OPT_METRICS_LATENCY = 37,
+    NSV_OPT_ACCESS_LOG = 38,
+    NSV_OPT_SHED = 39
 };
 
 enum nsv_str_option {
@@ -201,6 +217,29 @@ int nsv_listener_port(nsv_server *srv, int listener);
 
 int nsv_listen_fd(nsv_server *srv, const char *url, size_t len, int fd);
 
+enum nsv_listener_option {
+    NSV_LOPT_PROXY_PROTOCOL = 1,
+    NSV_LOPT_PROXY_TIMEOUT_MS = 2,
+    NSV_LOPT_PROXY_FROM = 100,
+    NSV_LOPT_ALLOW = 101,
+    NSV_LOPT_DENY = 102
+};
+
+enum nsv_proxy_version {
+    NSV_PROXY_OFF = 0,
+    NSV_PROXY_V1 = 1,
+    NSV_PROXY_V2 = 2,
+    NSV_PROXY_ANY = 3
+};
+
+int nsv_listener_set_int(nsv_server *srv, int listener, int opt, int64_t value);
+
+int64_t nsv_listener_get_int(nsv_server *srv, int listener, int opt);
+
+int nsv_listener_set_str(nsv_server *srv, int listener, int opt, const char *value, size_t len);
+
+int nsv_inherited_fds(int unset_env);
+
 int nsv_route(nsv_server *srv, const char *method, size_t mlen, const char *pattern, size_t plen, int32_t route_id, uint32_t flags);
 
 int nsv_poll(nsv_server *srv, nsv_event *events, int max_events, char *arena, size_t arena_cap, int timeout_ms);
@@ -228,6 +267,8 @@ int nsv_wakeup_conn(nsv_server *srv, uint64_t conn, const char *data, size_t len
 int nsv_drain(nsv_server *srv, int timeout_ms);
 
 int nsv_drain_start(nsv_server *srv, int timeout_ms);
+
+int nsv_drain_on_signal(nsv_server *srv, int signo, int timeout_ms);
 
 int nsv_reply(nsv_server *srv, uint64_t conn, int status, const char *headers, size_t hlen, const char *body, size_t blen);
 
@@ -282,6 +323,99 @@ int nsv_abort(nsv_server *srv, uint64_t conn);
 int nsv_pause_read(nsv_server *srv, uint64_t conn, int paused);
 
 int nsv_set_water_marks(nsv_server *srv, uint64_t conn, int64_t high, int64_t low);
+
+enum nsv_tls_upgrade_flag {
+    NSV_TLS_UPGRADE_VERIFY = 1
+};
+
+int nsv_tls_upgrade(nsv_server *srv, uint64_t conn, const char *server_name, size_t len, uint32_t flags);
+
+enum nsv_http_flag {
+    NSV_HTTP_STREAM_BODY = 1,
+    NSV_HTTP_HOST_HEADER = 2
+};
+
+int64_t nsv_http_request(nsv_server *srv, const char *method, size_t method_len, const char *url,
+                                 size_t url_len, const char *headers, size_t headers_len, const char *body,
+                                 size_t body_len, int64_t content_length, uint32_t flags);
+
+int nsv_http_request_body(nsv_server *srv, uint64_t req, const char *data, size_t len);
+
+int nsv_http_request_end(nsv_server *srv, uint64_t req);
+
+int nsv_http_pause(nsv_server *srv, uint64_t req, int paused);
+
+int nsv_http_cancel(nsv_server *srv, uint64_t req);
+
+int64_t nsv_ws_connect(nsv_server *srv, const char *url, size_t url_len, const char *headers,
+                               size_t headers_len, const char *protocols, size_t protocols_len, uint32_t flags);
+
+enum nsv_metric {
+    NSV_M_CONNS_ACCEPTED = 0,
+    NSV_M_CONNS_ACTIVE = 1,
+    NSV_M_CONNS_REFUSED = 2,
+    NSV_M_CONNS_DENIED = 3,
+    NSV_M_CONNS_EVICTED = 4,
+    NSV_M_REQUESTS = 5,
+    NSV_M_RESP_1XX = 6,
+    NSV_M_RESP_2XX = 7,
+    NSV_M_RESP_3XX = 8,
+    NSV_M_RESP_4XX = 9,
+    NSV_M_RESP_5XX = 10,
+    NSV_M_BYTES_IN = 11,
+    NSV_M_BYTES_OUT = 12,
+    NSV_M_PARSE_BAD_REQUEST = 13,
+    NSV_M_PARSE_HEAD_TOO_LARGE = 14,
+    NSV_M_PARSE_URI_TOO_LONG = 15,
+    NSV_M_PARSE_BODY_TOO_LARGE = 16,
+    NSV_M_PARSE_OTHER = 17,
+    NSV_M_PROXY_ERRORS = 18,
+    NSV_M_TIMEOUT_REQUEST = 19,
+    NSV_M_TIMEOUT_IDLE = 20,
+    NSV_M_TIMEOUT_OTHER = 21,
+    NSV_M_WS_MESSAGES_IN = 22,
+    NSV_M_WS_MESSAGES_OUT = 23,
+    NSV_M_TLS_HANDSHAKES = 24,
+    NSV_M_TLS_FAILURES = 25,
+    NSV_M_OUTPUT_QUEUED = 26,
+    NSV_M_EVENTS_QUEUED = 27,
+    NSV_M_DRAINING = 28,
+    NSV_M_ACCESS_DROPPED = 29,
+    NSV_M_LAT_QUEUED_SUM_US = 30,
+    NSV_M_LAT_QUEUED_COUNT = 31,
+    NSV_M_LAT_QUEUED_BUCKET = 32,
+    NSV_M_LAT_FLUSHED_SUM_US = 48,
+    NSV_M_LAT_FLUSHED_COUNT = 49,
+    NSV_M_LAT_FLUSHED_BUCKET = 50,
+    NSV_M_COUNT = 66,
+    NSV_M_LAT_BUCKETS = 16
+};
+
+int nsv_metrics(nsv_server *srv, uint64_t *dst, int n);
+
+int nsv_metrics_worker(nsv_server *srv, int worker, uint64_t *dst, int n);
+
+const char *nsv_metric_name(int metric);
+
+int64_t nsv_metric_bucket_us(int i);
+
+int64_t nsv_metrics_prometheus(nsv_server *srv, const char *prefix, size_t plen, int per_worker, char *dst, size_t cap);
+
+typedef struct nsv_access_record {
+    uint32_t size;
+    int32_t status;
+    uint64_t conn;
+    int64_t time_ms;
+    uint64_t bytes_out;
+    uint64_t bytes_in;
+    uint32_t duration_us;
+    uint32_t listener;
+    uint32_t peer_port;
+    uint32_t flags;
+    uint32_t method_len, target_len, peer_len, ua_len, referer_len, reserved;
+} nsv_access_record;
+
+int64_t nsv_access_take(nsv_server *srv, char *dst, size_t cap);
 
 int64_t nsv_ev_header(const nsv_event *ev, const char *arena, const char *name, size_t nlen, uint32_t *vlen);
 

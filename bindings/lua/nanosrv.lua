@@ -9,7 +9,7 @@
 local ffi = require("ffi")
 local bit = require("bit")
 
-local M = { _VERSION = "1.2.0" }
+local M = { _VERSION = "1.4.0" }
 
 ---------------------------------------------------------------------------
 -- Loading: declarations from the shared cdef file, then the shared object.
@@ -382,16 +382,19 @@ function M.version() return ffi.string(C.nsv_version_string()), C.nsv_version(),
 -- Names must be HTTP tokens (RFC 9110) and values free of control
 -- characters other than HTAB: a CR or LF in a table entry would otherwise
 -- start a header (or a response) of the caller's data's choosing.
-local function header_line(name, v, n, fname)
+-- raise: how to report a bad argument (default argerr; nanosrv/http.lua
+-- passes one without a position, re-raised at its caller's line).
+local function header_line(name, v, n, fname, raise)
+    raise = raise or argerr
     if type(name) ~= "string" or name == "" or name:find("[^%w!#$%%&'*+%-.^_`|~]") then
         local shown = tostring(name):gsub("[%c\127\\]", function(c) return string.format("\\%d", c:byte()) end)
-        argerr(n, fname, "header name must be an HTTP token, got '" .. shown .. "'")
+        raise(n, fname, "header name must be an HTTP token, got '" .. shown .. "'")
     end
     local tv = type(v)
     if tv == "number" or tv == "boolean" then v = tostring(v)
-    elseif tv ~= "string" then argerr(n, fname, "header '" .. name .. "' value must be a string") end
+    elseif tv ~= "string" then raise(n, fname, "header '" .. name .. "' value must be a string") end
     if v:find("[%z\1-\8\10-\31\127]") then
-        argerr(n, fname, "header '" .. name .. "' value contains CR, LF, NUL or another control character")
+        raise(n, fname, "header '" .. name .. "' value contains CR, LF, NUL or another control character")
     end
     return name .. ": " .. v .. "\r\n"
 end
@@ -440,8 +443,14 @@ local nh_off, nh_len, hv_off, hv_len =
     ffi.new("uint32_t[1]"), ffi.new("uint32_t[1]"), ffi.new("uint32_t[1]"), ffi.new("uint32_t[1]")
 
 local function req_ev(r)
-    local own = r._ev -- a request kept past its batch has its own copy
-    if own then return own, r._a end
+    local own = r._ev -- a request whose handler waited has its own copy
+    if own then
+        local e = r._end -- the poll generation in which its handler ended
+        if e and e ~= r._s._gen then
+            error("nanosrv: request used after the next poll (its data is gone; copy what you need)", 3)
+        end
+        return own, r._a
+    end
     local s = r._s
     if r._g ~= s._gen then
         error("nanosrv: request used after the next poll (its data is gone; copy what you need)", 3)
@@ -509,6 +518,16 @@ req_fields.tls = function(r)
     if bit.band(ev.flags, EVF_TLS) == 0 then return false end
     return { sni = tls_part(1)(r), subject = tls_part(2)(r) }
 end
+-- A connection through a front that sent a PROXY protocol header
+-- (NSV_EVF_PROXY): req.peer and req.port are the client's from the header;
+-- req.proxy has the front's side: {front, front_port, dst, dst_port, ssl,
+-- authority, alpn}. nil otherwise.
+local EVF_PROXY = M.enums.nsv_event_flag.NSV_EVF_PROXY or 0
+req_fields.proxy = function(r)
+    local ev, a = req_ev(r)
+    if bit.band(ev.flags, EVF_PROXY) == 0 then return nil end
+    return M.ops().proxy_info(a, ev.tls_off, ev.tls_len)
+end
 req_fields.params = function(r)
     local p = rawget(r, "_p")
     if not p then
@@ -554,12 +573,15 @@ function Req.param(r, name)
     return ffi.string(a + off, vlen[0])
 end
 
--- A request whose handler may outlive the batch (coroutine routes,
--- streamed bodies) gets its own copy of the event record and of the arena
--- bytes its strings use, with the offsets rebased.
+-- A request whose handler suspends (any wait of a coroutine handler) gets
+-- its own copy of the event record and of the arena bytes its strings
+-- use, with the offsets rebased. The copy is made in the same table, so
+-- every reference the handler holds stays good.
 local STR_FIELDS = { "method", "path", "query", "headers", "params", "body", "peer", "tls" }
-local function keep_req(srv, i, body)
-    local src = srv._evs + i
+local function own_req(r)
+    if r._ev or r._g ~= r._s._gen then return end -- copied already, or its batch is gone
+    local srv = r._s
+    local src = srv._evs + r._i
     local ev = ffi.new("nsv_event")
     ffi.copy(ev, src, ffi.sizeof("nsv_event"))
     local lo, hi = math.huge, 0
@@ -577,9 +599,8 @@ local function keep_req(srv, i, body)
     for _, f in ipairs(STR_FIELDS) do
         if ev[f .. "_len"] > 0 then ev[f .. "_off"] = ev[f .. "_off"] - lo else ev[f .. "_off"] = 0 end
     end
-    local r = { _s = srv, _i = -1, _g = -1, _ev = ev, _a = a, _body = body or false }
-    r._p = setmetatable({ _r = r }, Params)
-    return setmetatable(r, Req)
+    rawset(r, "_a", a)
+    r._ev = ev
 end
 
 Req.__index = function(r, k)
@@ -612,6 +633,10 @@ local function in_coroutine()
     return co
 end
 
+-- The scheduler (see "Coroutines" below): suspend(srv, what, timeout_ms,
+-- token) waits in the running coroutine until wake(srv, co, token, ...).
+local suspend, wake, fire_ntimer
+
 local function body_next(b)
     while true do
         local h = b.qh
@@ -639,7 +664,7 @@ local function body_next(b)
                   .. "(read it in the handler of a stream_body route)", 3)
         end
         b.waiter = co
-        coroutine.yield()
+        suspend(b.s, "request body", nil, b)
         if b.waiter == co then b.waiter = nil end
     end
 end
@@ -660,6 +685,21 @@ end
 
 -- The whole body as one string; max (optional) bytes at most, else an
 -- HTTP 413 error (answered if the handler does not catch it).
+-- The streamed case is a function of its own, without closures: one in
+-- read_body would keep the JIT from compiling the common (whole body) path.
+local function read_streamed(b, max)
+    local parts, n = {}, 0
+    for _ = 1, math.huge do
+        local chunk = body_next(b)
+        if chunk == nil then break end
+        n = n + #chunk
+        if max and n > max then error(http_error(413, "request body too large"), 2) end
+        parts[#parts + 1] = chunk
+    end
+    b.whole = table.concat(parts)
+    return b.whole
+end
+
 read_body = function(r, max)
     local b = r._body
     if not b then
@@ -668,14 +708,7 @@ read_body = function(r, max)
         return body
     end
     if b.whole then return b.whole end
-    local parts, n = {}, 0
-    for chunk in function() return body_next(b) end do
-        n = n + #chunk
-        if max and n > max then error(http_error(413, "request body too large"), 2) end
-        parts[#parts + 1] = chunk
-    end
-    b.whole = table.concat(parts)
-    return b.whole
+    return read_streamed(b, max)
 end
 Req.read_body = read_body
 
@@ -751,7 +784,7 @@ local function body_cut(res, b)
     if s._bodies[k] == b then s._bodies[k] = nil end
     b.q, b.qh, b.qt, b.qbytes = {}, 1, 0, 0
     local co = b.waiter
-    if co then b.waiter = nil; s._wake(s, co) end
+    if co then b.waiter = nil; wake(s, co, b) end
 end
 
 -- A late reply (the client already left: the connection id is stale) is
@@ -815,11 +848,12 @@ local function wait_writable(self)
     local co = in_coroutine()
     if not co then return true end -- a plain handler paces itself with on_drain
     local s = self._s
+    local function go() wake(s, co, self) end
     for _ = 1, math.huge do
         if self._closed then return false end
         if not self._blocked then return true end
-        self:on_drain(function() s._wake(s, co) end)
-        coroutine.yield()
+        self:on_drain(go)
+        suspend(s, "write", nil, self)
     end
 end
 
@@ -875,7 +909,10 @@ function Res:send_file(path, opts)
     local hb = header_block(opts.headers, 2, "send_file") .. (self._cookies or "")
     local flags = static_flags(opts, 2, "send_file")
     local rh, req = "", self._req
-    if req and (req._ev or req._g == req._s._gen) then rh = req.raw_headers end
+    if req then
+        local gen = req._s._gen
+        if req._g == gen or (req._ev and (req._end == nil or req._end == gen)) then rh = req.raw_headers end
+    end
     local h = srv_handle(self._s)
     local r = C.nsv_reply_file(h, self._c, status, root, #root, path, #path, rh, #rh, hb, #hb, flags)
     if r == ENOTFOUND then return nil, "not found" end
@@ -1048,17 +1085,40 @@ local function need_ws()
     end
 end
 
--- Returns true, or false once the socket is closed (a late send).
+-- Opcodes by name (the client's receive speaks the same names).
+local WS_OPCODES = { text = C.NSV_WS_TEXT, binary = C.NSV_WS_BINARY, ping = C.NSV_WS_PING, pong = C.NSV_WS_PONG }
+local WS_SEND_BACKOFF_MAX = 32 -- ms between tries while the output is full
+
+-- Returns true; false, "closed" once the socket is closed or closing (a
+-- late send); false, "busy" outside a coroutine when the connection's
+-- output is full (nothing was queued). In a coroutine a full output makes
+-- it wait and try again (the library has no writable event for
+-- WebSockets, so it looks again after 1, 2, 4 ... 32 ms).
 function WS:send(data, opcode)
     need_ws()
     data = body_arg(data, 1, "send")
-    local h = srv_handle(self._s)
-    local r = C.nsv_ws_send(h, self._c, opcode or 1, data, #data)
-    if r < 0 then
-        if r == ESTALE or r == ECLOSED then self.closed = true; return false end
-        check(r, "ws_send", self._s)
+    local op = opcode or 1
+    if type(op) == "string" then
+        op = WS_OPCODES[op] or argerr(2, "send", "'text', 'binary', 'ping', 'pong' or an opcode number expected")
+    elseif type(op) ~= "number" then
+        argerr(2, "send", "'text', 'binary', 'ping', 'pong' or an opcode number expected")
     end
-    return true
+    local backoff = 1
+    for _ = 1, math.huge do
+        if self.closed then return false, "closed" end
+        local h = srv_handle(self._s)
+        local r = C.nsv_ws_send(h, self._c, op, data, #data)
+        if r >= 0 then return true end
+        if r == ESTALE or r == ECLOSED then self.closed = true; return false, "closed" end
+        -- On a WebSocket, NSV_ESTATE means its close handshake began.
+        if r == C.NSV_ESTATE then self._s._detail = ffi.string(C.nsv_last_error_detail(h)); return false, "closed" end
+        if r ~= EAGAIN then check(r, "ws_send", self._s) end
+        self._s._detail = ffi.string(C.nsv_last_error_detail(h)) -- expected: not news for the next message
+        if not in_coroutine() then return false, "busy" end
+        self.send_waits = (self.send_waits or 0) + 1
+        self._s:sleep(backoff)
+        backoff = math.min(backoff * 2, WS_SEND_BACKOFF_MAX)
+    end
 end
 
 function WS:close(code, reason)
@@ -1072,6 +1132,40 @@ function WS:close(code, reason)
     if not self._close_code then self._close_code, self._close_reason = code, reason end
 end
 
+-- Reading of a socket stops while any of these holds: the host paused it
+-- (ws:pause()), its handlers are behind (events queued behind one that
+-- waits, see ws_call), or a client's reader is behind
+-- (nanosrv/websocket.lua); TCP then slows the peer.
+local function ws_reading(ws)
+    local stop = ws.paused or ws._qpaused or ws._rpaused or false
+    if stop == (ws._stopped or false) or ws.closed then return true end
+    local h = ws._s._h
+    if h == nil then return false end
+    if C.nsv_pause_read(h, ws._c, stop and 1 or 0) ~= 0 then -- closing: nothing more to read
+        ws._s._detail = ffi.string(C.nsv_last_error_detail(h))
+        return false
+    end
+    ws._stopped = stop
+    return true
+end
+
+-- Stop / resume reading this socket; false once it is closed or closing.
+function WS:pause()
+    self.paused = true
+    return ws_reading(self)
+end
+function WS:resume()
+    self.paused = false
+    return ws_reading(self)
+end
+
+-- Bytes waiting to be sent on this socket (single-loop servers).
+function WS:queued()
+    if self.closed then return 0 end
+    local r = C.nsv_conn_queued(srv_handle(self._s), self._c)
+    if r == ESTALE then return 0 end
+    return tonumber(check(r, "conn_queued", self._s))
+end
 
 -- An HttpError passes through as it is (it is an answer, not a bug).
 local function traceback(e)
@@ -1082,6 +1176,199 @@ end
 local function log_handler_error(what, err)
     io.stderr:write("nanosrv: ", what, " handler failed: ", tostring(err), "\n")
     io.stderr:flush()
+end
+
+
+---------------------------------------------------------------------------
+-- Coroutines. Every handler runs in a coroutine from a pool of idle ones
+-- per server, so it may wait (srv:sleep, a streamed body, a slow client, a
+-- cosocket) while the loop serves others, and no coroutine is created per
+-- request: a handler that returns, at once or after waiting, leaves its
+-- coroutine to the next one. Our waits yield WAIT and a finished task
+-- yields PARK. Any other yield (a bare coroutine.yield() in a handler) is
+-- not ours: the coroutine is resumed by the next poll, as srv:sleep(0).
+---------------------------------------------------------------------------
+
+local PARK, WAIT, TIMEDOUT = setmetatable({}, { __tostring = function() return "nanosrv.PARK" end }),
+                             setmetatable({}, { __tostring = function() return "nanosrv.WAIT" end }),
+                             setmetatable({}, { __tostring = function() return "nanosrv.TIMEDOUT" end })
+local POOL_MAX = 256 -- idle coroutines kept per server
+local co_yield, co_resume, co_status, co_create = coroutine.yield, coroutine.resume, coroutine.status, coroutine.create
+
+-- A pooled coroutine runs one task after another; ctx = {co =, s =, req =}
+-- is its record in the pool (req: the request its task serves). Tasks catch
+-- their own errors (one that escapes ends the coroutine, which resume logs).
+local function pool_main(ctx, f, a, b, c, d, e)
+    while true do
+        f(a, b, c, d, e)
+        local req = ctx.req
+        if req then
+            ctx.req = nil
+            if req._ev then rawset(req, "_end", ctx.s._gen) end -- readable until the next poll, as any request
+        end
+        f, a, b, c, d, e = nil, nil, nil, nil, nil, nil -- a parked coroutine holds nothing
+        f, a, b, c, d, e = co_yield(PARK, ctx)
+    end
+end
+
+local function new_seq(self)
+    local seq = self._seq + 1
+    self._seq = seq
+    return seq
+end
+
+-- A timer that wakes co with TIMEDOUT unless its wait (token) ended first.
+local function wake_timer(self, co, token, ms)
+    local h = self._h
+    if h == nil then return nil end
+    local id = C.nsv_timer_add(h, ms, 0, 0)
+    if id < 0 then return nil end
+    id = tonumber(id)
+    self._sleep_co[id], self._sleep_tok[id] = co, token
+    return id
+end
+
+local function foreign_yield(self, co)
+    local ctx = self._ctx[co]
+    local req = ctx and ctx.req
+    if req then own_req(req) end
+    local token = -new_seq(self) -- negative: resumed with no values, not TIMEDOUT
+    self._wait[co] = token
+    wake_timer(self, co, token, 0)
+end
+
+-- The task coroutine running now (nil: none), kept as each resume starts
+-- and ends (so nested resumes restore the outer one): modules find their
+-- per-task state by it without coroutine.running(), which the JIT does
+-- not compile (nanosrv.ngx: the request of the running handler).
+local running_task = { co = nil }
+
+local function resume(self, co, ...)
+    local prev = running_task.co
+    running_task.co = co
+    local ok, v, ctx = co_resume(co, ...)
+    running_task.co = prev
+    if v == PARK then
+        local pool = self._pool
+        local n = #pool
+        if n < POOL_MAX then pool[n + 1] = ctx end
+        return
+    end
+    if not ok then -- a coroutine outside the pool (one a handler made) failed
+        log_handler_error("coroutine", debug.traceback(co, tostring(v)))
+    elseif v ~= WAIT and co_status(co) == "suspended" then
+        foreign_yield(self, co)
+    end
+end
+
+-- Run f(a, b, c, d, e) in a pooled coroutine now, until it returns or
+-- waits. req: the request the task serves (copied if the task waits).
+local function start_task(self, req, f, a, b, c, d, e)
+    local pool = self._pool
+    local n = #pool
+    local ctx
+    if n > 0 then
+        ctx = pool[n]
+        pool[n] = nil
+    else
+        ctx = { s = self, req = false }
+        local co = co_create(pool_main)
+        ctx.co = co
+        self._ctx[co] = ctx
+        ctx.req = req or false
+        return resume(self, co, ctx, f, a, b, c, d, e)
+    end
+    ctx.req = req or false
+    resume(self, ctx.co, f, a, b, c, d, e)
+end
+
+-- Wait in the running coroutine until wake(self, co, token, ...) (token
+-- nil there wakes any wait) or, with timeout_ms, until it passes: then it
+-- returns TIMEDOUT. A request the coroutine serves is copied first.
+suspend = function(self, what, timeout_ms, token)
+    local co = in_coroutine()
+    if not co then
+        error("nanosrv: " .. what .. " needs a coroutine (every handler runs in one unless the server "
+              .. "option coroutines = false)", 3)
+    end
+    local ctx = self._ctx[co]
+    local req = ctx and ctx.req
+    if req and not req._ev then own_req(req) end
+    if token == nil then token = new_seq(self) end
+    self._wait[co] = token
+    local tid = timeout_ms and wake_timer(self, co, token, timeout_ms)
+    local a, b, c = co_yield(WAIT)
+    if tid and self._sleep_co[tid] then
+        self._sleep_co[tid], self._sleep_tok[tid] = nil, nil
+        if self._h ~= nil then C.nsv_timer_cancel(self._h, tid) end
+    end
+    return a, b, c
+end
+
+wake = function(self, co, token, ...)
+    local w = self._wait[co]
+    if w == nil or (token ~= nil and w ~= token) then return false end
+    self._wait[co] = nil
+    resume(self, co, ...)
+    return true
+end
+
+-- Calls for one connection (WebSocket, raw TCP) run one at a time in
+-- order: while one waits, later ones queue on the object.
+-- A WebSocket whose handlers are this far behind stops being read (see
+-- ws_call), and is read again below half of it.
+local WS_QUEUE_EVENTS, WS_QUEUE_BYTES = 64, 1048576
+
+local function serial_task(obj, f, name, a, b)
+    f(obj, name, a, b)
+    local q = obj._q
+    if q then
+        for _ = 1, math.huge do
+            local hd = obj._qh
+            if hd > obj._qt then break end
+            local it = q[hd]
+            q[hd] = nil
+            obj._qh = hd + 1
+            local qb = obj._qbytes
+            if qb and it[2] == "message" then
+                qb = qb - #it[3]
+                obj._qbytes = qb
+                if obj._qpaused and qb <= WS_QUEUE_BYTES / 2 and obj._qt - obj._qh < WS_QUEUE_EVENTS / 2 then
+                    obj._qpaused = false
+                    ws_reading(obj)
+                end
+            end
+            it[1](obj, it[2], it[3], it[4])
+        end
+    end
+    obj._busy = false
+end
+
+local function serial(self, obj, f, name, a, b, req)
+    if obj._busy then
+        local q = obj._q
+        if not q then
+            q = {}
+            obj._q, obj._qh, obj._qt = q, 1, 0
+        end
+        local tl = obj._qt + 1
+        q[tl] = { f, name, a, b }
+        obj._qt = tl
+        return
+    end
+    if not self._coro then return f(obj, name, a, b) end
+    obj._busy = true
+    start_task(self, req, serial_task, obj, f, name, a, b)
+end
+
+local function hook_invoke(f, what, a, b, c)
+    local ok, err = xpcall(f, traceback, a, b, c)
+    if not ok then log_handler_error(what, err) end
+end
+-- srv:on(...) hooks and srv:timer callbacks.
+local function hook_call(self, f, what, a, b, c)
+    if self._coro then return start_task(self, nil, hook_invoke, f, what, a, b, c) end
+    hook_invoke(f, what, a, b, c)
 end
 
 ---------------------------------------------------------------------------
@@ -1123,16 +1410,25 @@ end
 
 -- A handler that raises is logged and its connection reset: the stream
 -- it was handling is in an unknown state.
-local function tcp_call(conn, name, a, b)
-    local f = conn._h[name]
-    if not f then return false end
-    local ok, err = xpcall(f, traceback, conn, a, b)
+local function tcp_invoke(conn, name, a, b)
+    local ok, err = xpcall(conn._h[name], traceback, conn, a, b)
     if not ok then
         log_handler_error("tcp " .. name, err)
         local h = conn._s._h
         if h ~= nil and not conn.closed and name ~= "on_close" then C.nsv_abort(h, conn.id) end
     end
+end
+-- Handlers of a connection run in order, in coroutines; the binding's own
+-- (cosockets, _direct) are called at once. False when there is no handler.
+local function tcp_call(conn, name, a, b)
+    if not conn._h[name] then return false end
+    if conn._direct then tcp_invoke(conn, name, a, b) else serial(conn._s, conn, tcp_invoke, name, a, b) end
     return true
+end
+-- Without on_eof, a connection ends its side once its output is sent
+-- (after the handlers before it).
+local function tcp_eof_default(conn)
+    if not conn.closed then conn:shutdown() end
 end
 
 -- r from a call on the connection: true; false when it is closed (a late
@@ -1255,8 +1551,13 @@ end
 
 -- Lua-side keys of server{...}; every other key is a library option.
 -- body_buffer: unread bytes of a streamed request body past which reading
--- is paused (default 1 MiB).
-local LOCAL_OPTS = { threads = true, batch = true, arena = true, body_buffer = true }
+-- is paused (default 1 MiB). coroutines = false: handlers are called
+-- directly (stream_body and coroutine = true routes still get one).
+-- access_log ("common", "combined", "json" or a function(record); a number
+-- is the library option itself), access_log_sink and access_log_queue: see
+-- Server:access_log.
+local LOCAL_OPTS = { threads = true, batch = true, arena = true, body_buffer = true, coroutines = true,
+                     access_log_sink = true, access_log_queue = true }
 
 function M.server(opts)
     if opts ~= nil and type(opts) ~= "table" then argerr(1, "server", "options table expected") end
@@ -1280,8 +1581,14 @@ function M.server(opts)
         _gen = 0, _polling = false, _next_route = 1,
         _handlers = {}, _wsroutes = {}, _ws = {}, _on = {}, _streams = {},
         _held = {}, listeners = {},
-        _coroute = {}, _bodies = {}, _tcp = {}, _tcpl = {}, _ctimers = {}, _cos = setmetatable({}, { __mode = "k" }), _timers = {},
+        _coroute = {}, _bodies = {}, _tcp = {}, _tcpl = {}, _ctimers = {},
         _body_buffer = opts.body_buffer or 1048576,
+        -- the scheduler: idle coroutines, the request each task serves, the
+        -- wait each suspended one is in, timers that wake them
+        _coro = opts.coroutines ~= false, _pool = {}, _seq = 0,
+        _ctx = setmetatable({}, { __mode = "k" }), _wait = setmetatable({}, { __mode = "k" }),
+        _sleep_co = {}, _sleep_tok = {},
+        _ntimers = {}, _ntimers_n = 0, _ntimers_running = 0, _exiting = false,
     }, Server)
     if type(self._body_buffer) ~= "number" or self._body_buffer < 1 then
         argerr(1, "server", "body_buffer must be a number >= 1")
@@ -1291,7 +1598,10 @@ function M.server(opts)
         res:send(404, '{"error":"not found"}', "Content-Type: application/json\r\n")
     end
     for k, v in pairs(opts) do
-        if not LOCAL_OPTS[k] then self:set(k, v) end
+        if not LOCAL_OPTS[k] and not (k == "access_log" and type(v) ~= "number") then self:set(k, v) end
+    end
+    if opts.access_log ~= nil and type(opts.access_log) ~= "number" then
+        self:access_log(opts.access_log, opts.access_log_sink, opts.access_log_queue)
     end
     return self
 end
@@ -1335,23 +1645,110 @@ end
 
 -- Returns the bound port (useful with port 0) and the listener id.
 -- http://, ws://, https://, wss:// serve the routes; tcp:// and tls://
--- need a table of raw TCP handlers (see TCP connections below).
-function Server:listen(url, handlers)
-    str_arg(url, 1, "listen")
+-- need a table of raw TCP handlers (see TCP connections below), then the
+-- options. Listener options (nanosrv/ops.lua): proxy_protocol (true, "v1",
+-- "v2", "any"), proxy_timeout_ms, proxy_from, allow, deny (CIDR strings
+-- or lists of them), reuseport.
+-- Raised at the caller of the method (listen_args is one call below it).
+local function listen_argerr(n, fname, msg)
+    error(string.format("bad argument #%d to '%s' (%s)", n, fname, msg), 4)
+end
+local function listen_args(url, a, b, n, fname)
     local raw = url:lower():match("^(%a+)://")
     raw = raw == "tcp" or raw == "tls"
+    local handlers, opts = nil, a
     if raw then
-        tcp_handlers(handlers, 2, "listen", "a tcp:// or tls:// listener needs a table of handlers")
-    elseif handlers ~= nil then
-        argerr(2, "listen", "handlers are for tcp:// and tls:// listeners")
+        local ok, err = pcall(tcp_handlers, a, n, fname, "a tcp:// or tls:// listener needs a table of handlers")
+        if not ok then error((tostring(err):gsub("^[^\n]-:%d+: ", "")), 3) end
+        handlers, opts = a, b
+        n = n + 1
+    elseif b ~= nil then
+        listen_argerr(n + 1, fname, "handlers are for tcp:// and tls:// listeners")
+    elseif type(a) == "table" then
+        for k in pairs(a) do
+            if TCP_HANDLERS[k] then listen_argerr(n, fname, "handlers are for tcp:// and tls:// listeners") end
+        end
     end
+    -- nanosrv/ops.lua only when there are options: a plain listen loads nothing.
+    return handlers, opts ~= nil and M.ops().listen_opts(opts, n, fname) or nil
+end
+
+local OPT_REUSEPORT = M.enums.nsv_option.NSV_OPT_REUSEPORT or -1
+local function add_listener(self, url, handlers, lo, fname, open)
     local h = srv_handle(self)
-    local lid = check(C.nsv_listen(h, url, #url), "listen " .. url, self)
-    local port = check(C.nsv_listener_port(h, lid), "listener_port", self)
-    self.listeners[#self.listeners + 1] = { id = lid, port = port, url = url }
-    if raw then self._tcpl[lid] = handlers end
+    local old_rp
+    if lo and lo.reuseport then -- a listener option here, a server option in C (later listens)
+        old_rp = C.nsv_get_int(h, OPT_REUSEPORT)
+        check(C.nsv_set_int(h, OPT_REUSEPORT, lo.reuseport), "set reuseport", self)
+    end
+    local lid = open(h)
+    if old_rp then C.nsv_set_int(h, OPT_REUSEPORT, old_rp) end
+    -- Errors are blamed on the caller of the method.
+    if lid < 0 then error(errmsg(lid, fname .. " " .. url, self), 3) end
+    local port = C.nsv_listener_port(h, lid)
+    if port < 0 then error(errmsg(port, "listener_port", self), 3) end
+    self.listeners[#self.listeners + 1] = { id = lid, url = url, port = port }
+    if handlers then self._tcpl[lid] = handlers end
+    if lo then M.ops().apply(self, lid, lo, fname .. " " .. url, 4) end
     return port, lid
 end
+
+function Server:listen(url, a, b)
+    str_arg(url, 1, "listen")
+    local handlers, lo = listen_args(url, a, b, 2, "listen")
+    -- Not a tail call: error levels count this frame.
+    local port, lid = add_listener(self, url, handlers, lo, "listen", function(h) return C.nsv_listen(h, url, #url) end)
+    return port, lid
+end
+
+-- Adopt a listening socket (an inherited one, from a supervisor or
+-- systemd): url gives the scheme (default "http://0.0.0.0:0"; a port
+-- other than 0 must be the socket's). Same handlers and options as
+-- listen; returns the bound port (0 for AF_UNIX) and the listener id.
+-- The library owns fd once this returns.
+function Server:listen_fd(fd, url, a, b)
+    if type(fd) ~= "number" or fd < 0 or fd ~= math.floor(fd) then argerr(1, "listen_fd", "file descriptor expected") end
+    if url == nil then url = "http://0.0.0.0:0" end
+    str_arg(url, 2, "listen_fd")
+    local handlers, lo = listen_args(url, a, b, 3, "listen_fd")
+    local port, lid = add_listener(self, url, handlers, lo, "listen_fd",
+                                   function(h) return C.nsv_listen_fd(h, url, #url, fd) end)
+    return port, lid
+end
+
+-- systemd socket activation: adopt every socket passed to this process
+-- (LISTEN_FDS for our LISTEN_PID) with url's scheme (default
+-- "http://0.0.0.0:0") and the listener options. Returns a list of
+-- {fd =, name = (LISTEN_FDNAMES), port =, id =}, empty when none.
+function Server:listen_inherited(url, a, b)
+    if url == nil then url = "http://0.0.0.0:0" end
+    str_arg(url, 1, "listen_inherited")
+    local handlers, lo = listen_args(url, a, b, 2, "listen_inherited")
+    local fds, names = M.ops().inherited_fds(true)
+    local out = {}
+    for i, fd in ipairs(fds) do
+        local port, lid = add_listener(self, url, handlers, lo, "listen_inherited",
+                                       function(h) return C.nsv_listen_fd(h, url, #url, fd) end)
+        out[i] = { fd = fd, name = names[i], port = port, id = lid }
+    end
+    return out
+end
+
+-- Set listener options (as listen's) on listener lid, for connections
+-- accepted afterwards. A refusal raises with the library's detail and
+-- leaves the listener refusing every connection.
+function Server:set_listener(lid, opts)
+    if type(lid) ~= "number" then argerr(1, "set_listener", "listener id expected") end
+    -- listen_opts blames the frame two above it, as when listen_args calls it.
+    local _, lo = listen_args("http://", opts, nil, 2, "set_listener")
+    if lo and lo.reuseport then argerr(2, "set_listener", "reuseport is for listen: the socket is bound already") end
+    srv_handle(self)
+    M.ops().apply(self, lid, lo, "set_listener " .. lid, 3)
+    return self
+end
+
+-- An integer option of a listener ("proxy_protocol", "proxy_timeout_ms").
+function Server:listener_option(lid, name) return M.ops().listener_get(self, lid, name) end
 
 -- Outbound connection to "tcp://host:port" or "tls://host:port"; returns
 -- its connection object at once; handlers.on_connect(conn) once it is up,
@@ -1398,7 +1795,7 @@ function Server:route(method, pattern, handler, opts)
     local flags = opts.stream_body and C.NSV_ROUTE_STREAM_BODY or 0
     local id = add_route(self, method, pattern, flags, "route")
     self._handlers[id] = handler
-    if opts.stream_body or opts.coroutine then self._coroute[id] = true end
+    if opts.stream_body or opts.coroutine then self._coroute[id] = true end -- a coroutine even if coroutines = false
     return id
 end
 
@@ -1416,16 +1813,20 @@ function Server:static(prefix, dir, opts)
     return check(C.nsv_serve_dir(h, prefix, #prefix, dir, #dir, cc, #cc, flags), "static " .. prefix, self)
 end
 
--- Suspend the calling coroutine handler for ms milliseconds; the poll loop
--- keeps serving meanwhile.
+-- Suspend the calling coroutine (any handler) for ms milliseconds, on a
+-- library timer; the poll loop keeps serving meanwhile. 0 yields to the
+-- loop once.
 function Server:sleep(ms)
-    if type(ms) ~= "number" then argerr(1, "sleep", "milliseconds expected") end
-    local co = in_coroutine()
-    if not co then error("nanosrv: sleep needs a coroutine handler (route option coroutine = true)", 2) end
-    local t = self._timers
+    if type(ms) ~= "number" or ms ~= ms or ms < 0 or ms > 2 ^ 40 then
+        argerr(1, "sleep", "milliseconds >= 0 expected")
+    end
+    srv_handle(self)
+    ms = math.ceil(ms)
     local at = M.millis() + ms
-    t[#t + 1] = { at = at, co = co }
-    repeat coroutine.yield() until M.millis() >= at
+    for _ = 1, math.huge do
+        if suspend(self, "sleep", ms) == TIMEDOUT then return end
+        ms = math.max(0, at - M.millis()) -- woken early by a stale wakeup: wait the rest
+    end
 end
 
 -- Handler for requests no route matched (default: 404 JSON).
@@ -1435,8 +1836,14 @@ function Server:fallback(handler)
 end
 
 -- handlers: { open = f(ws, req), message = f(ws, data, opcode), close = f(ws, code, reason) }
+-- With a ws:// or wss:// URL instead of a pattern: the client's coroutine
+-- form (nanosrv/websocket.lua), ws, err, code = srv:websocket(url, opts).
 function Server:websocket(pattern, handlers)
     need_ws()
+    if type(pattern) == "string" and pattern:find("^[Ww][Ss][Ss]?://") then
+        local ws, err, code = M.ws_client().connect(self, pattern, handlers)
+        return ws, err, code
+    end
     if type(handlers) ~= "table" then argerr(2, "websocket", "table of handlers expected") end
     for _, k in ipairs({ "open", "message", "close" }) do
         if handlers[k] ~= nil and type(handlers[k]) ~= "function" then
@@ -1516,42 +1923,13 @@ local function request_failed(self, res, err)
     end
 end
 
--- Resume a suspended coroutine (a handler waiting for its body, a slow
--- client or a timer) from the poll loop. A handler that fails there is
--- treated as one that raised at once.
-local function wake(self, co, ...)
-    if coroutine.status(co) ~= "suspended" then return end
-    local ok, err = coroutine.resume(co, ...)
-    local res = self._cos[co]
-    if not ok then
-        if getmetatable(err) ~= HttpError then err = debug.traceback(co, tostring(err)) end
-        if res then request_failed(self, res, err) else log_handler_error("coroutine", err) end
-    end
-    if res and coroutine.status(co) == "dead" then self._cos[co] = nil end
-end
 Server._wake = wake
 
--- A request of a coroutine route or with a streamed body: the request is
--- copied (it outlives the batch) and the handler starts in a coroutine.
-local function dispatch_co(self, i, ev)
-    local b = false
-    if bit.band(ev.flags, EVF_STREAM_BODY) ~= 0 then
-        b = { s = self, c = ev.conn, q = {}, qh = 1, qt = 0, qbytes = 0, got = 0, limit = self._body_buffer,
-              eof = false, paused = false, pauses = 0 }
-        self._bodies[conn_key(ev.conn)] = b
-    end
-    local req = keep_req(self, i, b)
-    local res = setmetatable({ _c = ev.conn, _s = self, _st = PENDING, _req = req, closed = false, _body = b or nil,
-                               disconnected = bit.band(ev.flags, EVF_EOF) ~= 0 }, Res)
-    local route = ev.route
-    local hnd = route > 0 and self._handlers[route] or self._fallback
-    local co = coroutine.create(hnd)
-    self._cos[co] = res
-    wake(self, co, req, res)
-    if res._st == PENDING and not res._held then -- answered later: a HANGUP must find it
-        res._held = true
-        self._held[conn_key(ev.conn)] = res
-    end
+-- A request handler in its task: a handler that fails, at once or after a
+-- wait, answers 500 (or its HttpError) and is logged.
+local function run_request(self, hnd, req, res)
+    local ok, err = xpcall(hnd, traceback, req, res)
+    if not ok then request_failed(self, res, err) end
 end
 
 -- Queue a piece of a streamed body (or its end, or its failure) and wake
@@ -1560,7 +1938,7 @@ local function body_event(self, b)
     local co = b.waiter
     if co then
         b.waiter = nil
-        wake(self, co)
+        wake(self, co, b)
     end
     if not b.paused and b.qbytes > b.limit and not b.eof and not b.cut and not b.err and self._h ~= nil then
         if C.nsv_pause_read(self._h, b.c, 1) == 0 then
@@ -1581,32 +1959,36 @@ local function body_failed(self, key, code, msg)
     return true
 end
 
-local function run_timers(self)
-    local t, now, due = self._timers, M.millis(), nil
-    local keep = {}
-    for k = 1, #t do
-        if t[k].at <= now then
-            due = due or {}
-            due[#due + 1] = t[k].co
-        else
-            keep[#keep + 1] = t[k]
-        end
-    end
-    self._timers = keep
-    if due then
-        for k = 1, #due do wake(self, due[k]) end
-    end
-end
-
-local function ws_call(self, ws, name, a, b)
-    local f = ws._h[name]
-    if not f then return end
-    local ok, err = xpcall(f, traceback, ws, a, b)
+local function ws_invoke(ws, name, a, b)
+    local ok, err = xpcall(ws._h[name], traceback, ws, a, b)
     if not ok then
         log_handler_error("websocket " .. name, err)
-        if name ~= "close" and self._h ~= nil and not ws.closed then
-            C.nsv_ws_close(self._h, ws._c, 1011, "", 0)
+        local h = ws._s._h
+        if name ~= "close" and h ~= nil and not ws.closed then
+            C.nsv_ws_close(h, ws._c, 1011, "", 0)
             ws._close_code, ws._close_reason = ws._close_code or 1011, ws._close_reason or ""
+        end
+    end
+end
+-- The handlers of one WebSocket run in order (see serial).
+local function ws_call(self, ws, name, a, b, req)
+    local f = ws._h[name]
+    if not f then return end
+    -- The client's coroutine form (nanosrv/websocket.lua) queues what comes
+    -- for its reader: its handlers neither wait nor raise.
+    if ws._direct then return f(ws, a, b) end
+    local tl = ws._qt
+    serial(self, ws, ws_invoke, name, a, b, req)
+    -- Queued behind a handler that waits (a send to a slow peer, a fetch):
+    -- past a limit, stop reading until the handlers catch up, so a peer
+    -- that sends faster than they work is slowed by TCP, not buffered here.
+    if name == "message" and ws._qt ~= tl then
+        local qb = (ws._qbytes or 0) + #a
+        ws._qbytes = qb
+        if not ws._qpaused and (qb > WS_QUEUE_BYTES or ws._qt - ws._qh + 1 >= WS_QUEUE_EVENTS) then
+            ws._qpaused = true
+            ws.queue_pauses = (ws.queue_pauses or 0) + 1
+            ws_reading(ws)
         end
     end
 end
@@ -1618,26 +2000,238 @@ local function ws_closed(self, key, code, reason)
     ws.closed = true
     -- A close we started reports our code, whatever the peer did after it.
     if ws._close_code then code, reason = ws._close_code, ws._close_reason end
+    local f = ws._on_closed -- the client's own bookkeeping, before any handler
+    if f then f(ws, code, reason) end
     ws_call(self, ws, "close", code, reason)
 end
+
+---------------------------------------------------------------------------
+-- OpenResty-style timers and light threads. srv:timer_at(delay_s, fn, ...)
+-- and srv:timer_every(interval_s, fn, ...) run fn(premature, ...) in its
+-- own coroutine; at drain (or stop) the pending ones run at once with
+-- premature = true and no new one is accepted ("process exiting"), as
+-- OpenResty does at worker exit.
+---------------------------------------------------------------------------
+
+local pack = function(...) return { n = select("#", ...), ... } end
+
+local function run_ntimer(self, nt, premature)
+    local ok, err = xpcall(nt.fn, traceback, premature, unpack(nt.args, 1, nt.args.n))
+    if not ok then log_handler_error("timer", err) end
+    self._ntimers_running = self._ntimers_running - 1
+end
+
+fire_ntimer = function(self, id, nt, premature)
+    if not nt.every or premature then
+        self._ntimers[id] = nil
+        self._ntimers_n = self._ntimers_n - 1
+    end
+    self._ntimers_running = self._ntimers_running + 1
+    start_task(self, nil, run_ntimer, self, nt, premature)
+end
+
+-- NSV_OPT_DRAINING (1.3); -1 (an unknown option: nsv_get_int gives
+-- NSV_EINVAL, never 1) with declarations that lack it.
+local OPT_DRAINING = M.enums.nsv_option.NSV_OPT_DRAINING or -1
+-- Run every pending timer with premature = true (once).
+local function expire_ntimers(self)
+    if self._exiting then return end
+    self._exiting = true
+    local ids = {}
+    for id in pairs(self._ntimers) do ids[#ids + 1] = id end
+    table.sort(ids) -- in the order they were made
+    for _, id in ipairs(ids) do
+        local nt = self._ntimers[id]
+        if nt then
+            if self._h ~= nil then C.nsv_timer_cancel(self._h, id) end
+            fire_ntimer(self, id, nt, true)
+        end
+    end
+end
+
+local function add_ntimer(self, fname, delay, every, fn, ...)
+    if type(fn) ~= "function" then argerr(2, fname, "function expected") end
+    if self._exiting or self._h == nil then return nil, "process exiting" end
+    local ms = math.floor(delay * 1000 + 0.5)
+    local id = C.nsv_timer_add(self._h, ms, every and math.max(ms, 1) or 0, 0)
+    if id < 0 then return nil, errmsg(tonumber(id), fname, self) end
+    self._ntimers[tonumber(id)] = { fn = fn, args = pack(...), every = every }
+    self._ntimers_n = self._ntimers_n + 1
+    return true
+end
+
+function Server:timer_at(delay, fn, ...)
+    if type(delay) ~= "number" or delay ~= delay or delay < 0 or delay > 2 ^ 30 then
+        argerr(1, "timer_at", "delay in seconds >= 0 expected")
+    end
+    return add_ntimer(self, "timer_at", delay, false, fn, ...)
+end
+
+function Server:timer_every(interval, fn, ...)
+    if type(interval) ~= "number" or interval ~= interval or interval <= 0 or interval > 2 ^ 30 then
+        argerr(1, "timer_every", "interval in seconds > 0 expected")
+    end
+    return add_ntimer(self, "timer_every", interval, true, fn, ...)
+end
+
+-- Timers made by timer_at/timer_every waiting to fire; callbacks running.
+function Server:timers_pending() return self._ntimers_n end
+function Server:timers_running() return self._ntimers_running end
+
+-- srv:spawn(fn, ...): fn(...) in a new coroutine at once (until it first
+-- waits). The thread: th.status ("running", then "dead"), th:wait().
+local Thread = {}
+Thread.__index = Thread
+
+local function run_thread(self, th, fn, args)
+    local function tb(e)
+        th._tb = debug.traceback(tostring(e), 2)
+        return e
+    end
+    local res = pack(xpcall(fn, tb, unpack(args, 1, args.n)))
+    th.status = "dead"
+    if res[1] then
+        th._res = res
+    else
+        th._err = res[2] == nil and "nil" or res[2]
+        log_handler_error("thread", th._tb)
+    end
+    local w = th._waiters
+    if w then
+        th._waiters = nil
+        for k = 1, #w do wake(self, w[k], th) end
+    end
+end
+
+function Server:spawn(fn, ...)
+    if type(fn) ~= "function" then argerr(1, "spawn", "function expected") end
+    local parent = in_coroutine()
+    local pctx = parent and self._ctx[parent]
+    if pctx and pctx.req then own_req(pctx.req) end -- the thread may outlive the batch of its parent's request
+    local th = setmetatable({ status = "running", _s = self }, Thread)
+    start_task(self, nil, run_thread, self, th, fn, pack(...))
+    return th
+end
+
+-- The thread's results once it ended (waiting for it in a coroutine), or
+-- nil, err when it raised.
+function Thread:wait()
+    if self.status ~= "dead" then
+        local co = in_coroutine()
+        if not co then error("nanosrv: wait needs a coroutine (a handler, a timer or a thread)", 2) end
+        local w = self._waiters or {}
+        w[#w + 1] = co
+        self._waiters = w
+        repeat suspend(self._s, "wait", nil, self) until self.status == "dead"
+    end
+    if self._res == nil then return nil, self._err end
+    return unpack(self._res, 2, self._res.n)
+end
+
+Thread.__tostring = function(th) return "nanosrv.thread(" .. th.status .. ")" end
+
+-- Signal numbers for drain_on_signal: the cdef declares none, and these
+-- six are the same on every Linux architecture the library builds for
+-- (x86, ARM, RISC-V; not MIPS, SPARC or Alpha).
+local SIGNALS = { SIGHUP = 1, SIGINT = 2, SIGQUIT = 3, SIGUSR1 = 10, SIGUSR2 = 12, SIGTERM = 15 }
+
+-- signals: a name ("SIGTERM") or a list of names (default SIGINT and
+-- SIGTERM). The first signal starts a drain of timeout_ms (default 5000),
+-- a SIGINT during it stops the server (^C twice; a repeated SIGTERM keeps
+-- draining); run() then returns normally. timeout_ms
+-- < 0 removes the handlers.
+function Server:drain_on_signal(signals, timeout_ms)
+    if not has("nsv_drain_on_signal") then
+        error("nanosrv: drain_on_signal is not available in " .. LIBPATH, 2)
+    end
+    if signals == nil then signals = { "SIGINT", "SIGTERM" } end
+    if type(signals) == "string" or type(signals) == "number" then signals = { signals } end
+    if type(signals) ~= "table" then argerr(1, "drain_on_signal", "signal name or list of names expected") end
+    if timeout_ms == nil then timeout_ms = 5000 end
+    if type(timeout_ms) ~= "number" then argerr(2, "drain_on_signal", "timeout in ms expected") end
+    local nums = {}
+    for k, name in ipairs(signals) do
+        local n = type(name) == "number" and name or SIGNALS[tostring(name):upper()]
+            or SIGNALS["SIG" .. tostring(name):upper()]
+        if not n then
+            argerr(1, "drain_on_signal", "signal #" .. k .. " '" .. tostring(name)
+                   .. "' is not one of SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2")
+        end
+        nums[k] = n
+    end
+    local h = srv_handle(self)
+    for k, n in ipairs(nums) do
+        check(C.nsv_drain_on_signal(h, n, timeout_ms), "drain_on_signal " .. tostring(signals[k]), self)
+    end
+    self._sigdrain = timeout_ms >= 0
+    return self
+end
+
+-- The HTTP client (nanosrv/http.lua): srv:http_request(opts, callbacks)
+-- and, in a coroutine, res, err = srv:fetch(url, opts).
+local http_mod
+function Server:http_request(opts, callbacks)
+    http_mod = http_mod or M.http()
+    return http_mod.request(self, opts, callbacks)
+end
+function Server:fetch(url, opts)
+    http_mod = http_mod or M.http()
+    return http_mod.fetch(self, url, opts)
+end
+
+-- The WebSocket client's callback form (nanosrv/websocket.lua).
+function Server:ws_connect(url, opts, handlers)
+    local ws, err, code = M.ws_client().connect_cb(self, url, opts, handlers)
+    return ws, err, code
+end
+
+-- A cosocket (nanosrv/socket.lua): OpenResty's ngx.socket.tcp.
+local socket_mod
+function Server:tcp()
+    socket_mod = socket_mod or M.socket()
+    return socket_mod.new(self)
+end
+
+-- An outbound connection whose handlers the binding calls at once (no
+-- coroutine, no queue): the cosockets' own.
+function Server:_connect_direct(url, handlers)
+    local h = srv_handle(self)
+    local id = C.nsv_connect(h, url, #url)
+    if id < 0 then return nil, tonumber(id) end
+    local conn = new_tcp(self, ffi.cast("uint64_t", id), handlers)
+    conn._direct, conn.url = true, url
+    return conn
+end
+
+-- Outbound HTTP requests (nanosrv/http.lua): their events go to
+-- srv._http_ev, set by the first request; -1 with declarations that lack them.
+local EV_HTTP_RESPONSE = M.enums.nsv_event_type.NSV_EV_HTTP_RESPONSE or -1
+local EV_HTTP_BODY = M.enums.nsv_event_type.NSV_EV_HTTP_BODY or -1
 
 local function dispatch(self, i)
     local ev = self._evs[i]
     local t = ev.type
     if t == EV_REQUEST then
         local route = ev.route
-        if bit.band(ev.flags, EVF_STREAM_BODY) ~= 0 or (route > 0 and self._coroute[route]) then
-            return dispatch_co(self, i, ev)
-        end
         local req = new_req(self, i)
         local res = setmetatable({ _c = ev.conn, _s = self, _st = PENDING, _req = req,
                                    disconnected = bit.band(ev.flags, EVF_EOF) ~= 0 }, Res)
         -- Route ids are 1..n, so the lookup stays in the array part (the JIT
         -- cannot compile a key that may fall into the hash part: -1).
         local hnd = route > 0 and self._handlers[route] or self._fallback
-        local ok, err = xpcall(hnd, traceback, req, res)
-        if not ok then request_failed(self, res, err) end
-        if res._st == PENDING then -- answered later: a HANGUP must find it
+        if bit.band(ev.flags, EVF_STREAM_BODY) ~= 0 then
+            local b = { s = self, c = ev.conn, q = {}, qh = 1, qt = 0, qbytes = 0, got = 0, limit = self._body_buffer,
+                        eof = false, paused = false, pauses = 0 }
+            self._bodies[conn_key(ev.conn)] = b
+            req._body, res._body = b, b
+            start_task(self, req, run_request, self, hnd, req, res)
+        elseif self._coro or (route > 0 and self._coroute[route]) then
+            start_task(self, req, run_request, self, hnd, req, res)
+        else
+            local ok, err = xpcall(hnd, traceback, req, res)
+            if not ok then request_failed(self, res, err) end
+        end
+        if res._st == PENDING and not res._held then -- answered later: a HANGUP must find it
             res._held = true
             self._held[conn_key(ev.conn)] = res
         end
@@ -1649,7 +2243,9 @@ local function dispatch(self, i)
             if bit.band(ev.flags, EVF_EOF) ~= 0 and not conn.eof then
                 conn.eof = true
                 -- Without on_eof, end our side too once the output is sent.
-                if not conn.closed and not tcp_call(conn, "on_eof") then conn:shutdown() end
+                if not conn.closed and not tcp_call(conn, "on_eof") then
+                    serial(self, conn, tcp_eof_default)
+                end
             end
         end
     elseif t == EV_TCP_OPEN then
@@ -1660,6 +2256,7 @@ local function dispatch(self, i)
             conn.port = ev.peer_port
             conn.listener = ev.listener
             conn.tls = bit.band(ev.flags, EVF_TLS) ~= 0
+            conn.proxied = bit.band(ev.flags, EVF_PROXY) ~= 0
             tcp_call(conn, "on_open")
         elseif self._h ~= nil then
             C.nsv_abort(self._h, ev.conn) -- a listener this state did not open
@@ -1668,27 +2265,35 @@ local function dispatch(self, i)
         local conn = self._tcp[conn_key(ev.conn)]
         if conn and conn.id == ev.conn then
             conn.connected = true
-            tcp_call(conn, "on_connect")
+            local tls = bit.band(ev.flags, EVF_TLS) ~= 0 -- a second CONNECTED: the TLS upgrade is done
+            if tls then conn.tls = true end
+            tcp_call(conn, "on_connect", tls)
         end
     elseif t == EV_TIMER then
-        local tm = self._ctimers[tonumber(ev.conn)]
-        if tm then
-            if not tm.repeating then
-                tm.active = false
-                self._ctimers[tm.id] = nil
+        local id = tonumber(ev.conn)
+        local co = self._sleep_co[id]
+        if co then -- a wait with a timeout (srv:sleep, cosockets)
+            local token = self._sleep_tok[id]
+            self._sleep_co[id], self._sleep_tok[id] = nil, nil
+            if type(token) == "number" and token < 0 then wake(self, co, token) else wake(self, co, token, TIMEDOUT) end
+        elseif self._ntimers[id] then
+            fire_ntimer(self, id, self._ntimers[id], false)
+        else
+            local tm = self._ctimers[id]
+            if tm then
+                if not tm.repeating then
+                    tm.active = false
+                    self._ctimers[tm.id] = nil
+                end
+                hook_call(self, tm._fn, "timer", tm)
             end
-            local ok, err = xpcall(tm._fn, traceback, tm)
-            if not ok then log_handler_error("timer", err) end
         end
     elseif t == EV_WAKEUP then
         local data = ffi.string(self._arena + ev.body_off, ev.body_len)
         local conn = self._tcp[conn_key(ev.conn)]
         if not (conn and conn.id == ev.conn and tcp_call(conn, "on_wakeup", data)) then
             local f = self._on.wakeup
-            if f then
-                local ok, err = xpcall(f, traceback, ev.conn, data)
-                if not ok then log_handler_error("wakeup", err) end
-            end
+            if f then hook_call(self, f, "wakeup", ev.conn, data) end
         end
     elseif t == EV_BODY then
         local key = conn_key(ev.conn)
@@ -1715,11 +2320,15 @@ local function dispatch(self, i)
         end
     elseif t == EV_WS_OPEN then
         local handlers = self._wsroutes[ev.route]
-        if handlers then
+        local wsc = self._wsc_ev and self._ws[conn_key(ev.conn)]
+        if wsc and wsc._client and wsc._c == ev.conn then
+            self._wsc_ev(self, i, wsc) -- an outbound WebSocket is open
+        elseif handlers then
             local ws = setmetatable({ _c = ev.conn, _s = self, _h = handlers, route = ev.route,
                                       closed = false, data = {} }, WS)
             self._ws[conn_key(ev.conn)] = ws
-            ws_call(self, ws, "open", new_req(self, i))
+            local req = new_req(self, i)
+            ws_call(self, ws, "open", req, nil, req)
         end
     elseif t == EV_WS_CLOSE then
         ws_closed(self, conn_key(ev.conn), ev.code, ffi.string(self._arena + ev.body_off, ev.body_len))
@@ -1733,6 +2342,8 @@ local function dispatch(self, i)
             local res = self._streams[key]
             if res and res._c == ev.conn then
                 res_writable(res, ev.code ~= 0)
+            elseif self._http_ev then
+                self._http_ev(self, i) -- room for a streamed request body
             end
         end
     elseif t == EV_HANGUP then
@@ -1767,10 +2378,11 @@ local function dispatch(self, i)
             res_disconnected(res)
         end
         local f = self._on.close
-        if f then
-            local ok, err = xpcall(f, traceback, ev.conn)
-            if not ok then log_handler_error("close", err) end
-        end
+        if f then hook_call(self, f, "close", ev.conn) end
+    elseif t == EV_ERROR and self._http_ev and self._http_ev(self, i) then
+        -- an outbound request's failure: its callbacks have it
+    elseif t == EV_ERROR and self._wsc_ev and self._wsc_ev(self, i) then
+        -- an outbound WebSocket's failure: its handlers have it
     elseif t == EV_ERROR then
         local msg = ffi.string(self._arena + ev.body_off, ev.body_len)
         local f = self._on.error
@@ -1785,11 +2397,12 @@ local function dispatch(self, i)
             taken = tcp_call(conn, "on_error", msg, ev.code) or taken
         end
         if f then
-            local ok, err = xpcall(f, traceback, ev.code, msg, ev.conn)
-            if not ok then log_handler_error("error", err) end
+            hook_call(self, f, "error", ev.code, msg, ev.conn)
         elseif not taken then
             io.stderr:write("nanosrv: ", ffi.string(C.nsv_errname(ev.code)), ": ", msg, "\n")
         end
+    elseif (t == EV_HTTP_BODY or t == EV_HTTP_RESPONSE) and self._http_ev then
+        self._http_ev(self, i)
     end
 end
 
@@ -1800,14 +2413,15 @@ function Server:poll(timeout_ms)
     if timeout_ms ~= nil and type(timeout_ms) ~= "number" then argerr(1, "poll", "timeout in ms expected") end
     local h = srv_handle(self)
     timeout_ms = timeout_ms or 0
-    local timers = self._timers
-    if #timers > 0 then -- wake in time for the next sleeper
-        local next_at = math.huge
-        for k = 1, #timers do if timers[k].at < next_at then next_at = timers[k].at end end
-        local wait = math.max(0, next_at - M.millis())
-        if timeout_ms < 0 or wait < timeout_ms then timeout_ms = wait end
-    end
     local n = C.nsv_poll(h, self._evs, self._maxev, self._arena, self._cap, timeout_ms)
+    -- A drain started by a signal (drain_on_signal) wakes the poll; pending
+    -- timers then run with premature = true at its start, as OpenResty runs
+    -- them when a worker begins to exit.
+    if self._sigdrain and not self._exiting and C.nsv_get_int(h, OPT_DRAINING) == 1 then
+        self._polling = true
+        expire_ntimers(self)
+        self._polling = false
+    end
     while n == ENOBUFS do
         -- The next event is larger than the arena: grow it and take the batch.
         local need = tonumber(C.nsv_poll_need(h))
@@ -1817,13 +2431,23 @@ function Server:poll(timeout_ms)
         self._detail = ffi.string(C.nsv_last_error_detail(h)) -- handled here
     end
     if n < 0 then
-        if n == ESTOPPED then return nil end
+        if n == ESTOPPED then
+            -- Timers still pending when the server stopped (a drain on a
+            -- signal ends here) run now, premature.
+            if not self._exiting then
+                self._polling = true
+                expire_ntimers(self)
+                if self._alog then M.ops().drain(self) end -- the last answers' records
+                self._polling = false
+            end
+            return nil
+        end
         check(n, "poll", self)
     end
     self._gen = self._gen + 1
     self._polling = true
     for i = 0, n - 1 do dispatch(self, i) end
-    if #self._timers > 0 then run_timers(self) end
+    if self._alog then M.ops().drain(self) end
     self._polling = false
     return n
 end
@@ -1844,6 +2468,8 @@ end
 function Server:drain(timeout_ms)
     local h = srv_handle(self)
     check(C.nsv_drain_start(h, timeout_ms or 5000), "drain_start", self)
+    self._draining = true
+    expire_ntimers(self)
     if not self._polling then self:run() end
 end
 
@@ -1901,6 +2527,41 @@ function Server:fd() local h = srv_handle(self); return check(C.nsv_fd(h), "fd",
 
 function Server:workers() return self:get("workers") end
 
+-- Operations (nanosrv/ops.lua): metrics, the access log, readiness.
+
+-- Every metric by name in one read: counters and gauges as numbers, the
+-- latency histograms as {buckets = {{le_seconds, count}, ...}, sum_seconds,
+-- count}. worker: one worker's share (sharded servers; 0 for a single loop).
+function Server:metrics(worker) return M.ops().metrics(self, worker) end
+-- The Prometheus text (prefix default "nanosrv_"; per_worker: worker="N" labels).
+function Server:metrics_text(prefix, per_worker) return M.ops().metrics_text(self, prefix, per_worker) end
+-- A handler for srv:route("GET", "/metrics", ...).
+function Server:metrics_handler(prefix, per_worker)
+    local hdr = "Content-Type: " .. M.ops().PROMETHEUS_TYPE .. "\r\n"
+    return function(_, res) res:send(200, self:metrics_text(prefix, per_worker), hdr) end
+end
+-- true once a drain started (NSV_OPT_DRAINING): readiness checks fail
+-- while the connections in flight finish.
+function Server:draining() return C.nsv_get_int(srv_handle(self), OPT_DRAINING) == 1 end
+-- A readiness handler: 200 "ready", 503 "draining" once a drain started.
+function Server:readyz_handler()
+    return function(_, res)
+        if self:draining() then
+            res:send(503, "draining\n", "Content-Type: text/plain\r\nConnection: close\r\n")
+        else
+            res:send(200, "ready\n", "Content-Type: text/plain\r\n")
+        end
+    end
+end
+-- Access log: "common", "combined", "json" (lines to sink: a file, default
+-- io.stdout, or a function(line)), a function(record), or false (off).
+function Server:access_log(what, sink, queue)
+    M.ops().set_access_log(self, what, sink, queue)
+    return self
+end
+-- The waiting access records as tables (for a host that drains them itself).
+function Server:access_records() return M.ops().take(self) end
+
 -- Free the server now (it is also freed by the garbage collector).
 function Server:close()
     if self._polling then error("nanosrv: close called from inside a handler; call stop()", 2) end
@@ -1914,24 +2575,100 @@ end
 
 M.Server, M.Request, M.Response, M.WebSocket, M.EventStream = Server, Req, Res, WS, SSE
 
--- For the modules next to this one (nanosrv/*.lua).
-M._internal = { C = C, http_error = http_error, errmsg_nosrv = errmsg_nosrv }
+-- Shared by the outbound clients (nanosrv/http.lua, nanosrv/websocket.lua).
+-- A header block from a "Name: value\r\n" string (as given) or a table:
+-- values as strings (numbers), arrays of them for a repeated name, or a
+-- list of {name, value} pairs to keep an order; raise(n, fname, msg)
+-- reports a bad one.
+local function header_block(h, n, fname, raise)
+    if h == nil then return "" end
+    local t = type(h)
+    if t == "string" then return h end
+    if t ~= "table" then raise(n, fname, "headers must be a string or a table") end
+    local out = {}
+    for k, v in pairs(h) do
+        if type(k) == "number" then -- {name, value} pair of a list
+            if type(v) ~= "table" then raise(n, fname, "headers[" .. k .. "] must be a {name, value} pair") end
+            out[#out + 1] = header_line(v[1], v[2], n, fname, raise)
+        elseif type(v) == "table" then
+            for _, x in ipairs(v) do out[#out + 1] = header_line(k, x, n, fname, raise) end
+        else
+            out[#out + 1] = header_line(k, v, n, fname, raise)
+        end
+    end
+    return table.concat(out)
+end
 
--- The multipart/form-data module, loaded on first use from nanosrv/ next
--- to this file (where the rockspec installs it), else through require.
-local mp_loaded
-function M.multipart()
-    if mp_loaded then return mp_loaded end
-    local path = DIR .. "/nanosrv/multipart.lua"
+-- "connection refused (NSV_ECONNREFUSED): <the library's detail>"
+local function describe(code, detail)
+    local msg = ffi.string(C.nsv_strerror(code)) .. " (" .. ffi.string(C.nsv_errname(code)) .. ")"
+    if detail and detail ~= "" then msg = msg .. ": " .. detail end
+    return msg
+end
+
+-- The detail of the failure a client call on srv just returned; the
+-- server's copy is updated so that its next message does not repeat it.
+local function last_detail(srv)
+    local d = ffi.string(C.nsv_last_error_detail(srv._h))
+    srv._detail = d
+    return d
+end
+
+-- For the modules next to this one (nanosrv/*.lua).
+M._internal = { C = C, http_error = http_error, errmsg_nosrv = errmsg_nosrv, errmsg = errmsg,
+                suspend = suspend, wake = wake, TIMEDOUT = TIMEDOUT, in_coroutine = in_coroutine,
+                conn_key = conn_key, has = has, running = running_task, header_line = header_line,
+                ws_call = ws_call, ws_reading = ws_reading, body_arg = body_arg, check = check,
+                srv_handle = srv_handle, header_block = header_block, describe = describe,
+                last_detail = last_detail }
+
+-- The modules of nanosrv/ (multipart/form-data, cosockets), loaded on
+-- first use from next to this file (where the rockspec installs them),
+-- else through require.
+local function sibling(name)
+    local path = DIR .. "/nanosrv/" .. name .. ".lua"
     local f = io.open(path, "rb")
+    local mod
     if f then
         f:close()
-        mp_loaded = assert(loadfile(path))(M)
-        package.loaded["nanosrv.multipart"] = mp_loaded
+        mod = assert(loadfile(path))(M)
+        package.loaded["nanosrv." .. name] = mod
     else
-        mp_loaded = require("nanosrv.multipart")
+        mod = require("nanosrv." .. name)
     end
+    return mod
+end
+local mp_loaded, sock_loaded
+function M.multipart()
+    mp_loaded = mp_loaded or sibling("multipart")
     return mp_loaded
+end
+function M.socket()
+    sock_loaded = sock_loaded or sibling("socket")
+    return sock_loaded
+end
+local http_loaded
+function M.http()
+    http_loaded = http_loaded or sibling("http")
+    return http_loaded
+end
+local ops_loaded
+function M.ops()
+    ops_loaded = ops_loaded or sibling("ops")
+    return ops_loaded
+end
+-- Module-level operations helpers.
+function M.inherited_fds(unset_env) return M.ops().inherited_fds(unset_env) end
+function M.metric_names() return M.ops().metric_names() end
+function M.access_format(record, format)
+    local f = M.ops().FORMATS[format or "combined"]
+    if not f then error("bad argument #2 to 'access_format' (\"common\", \"combined\" or \"json\" expected)", 2) end
+    return f(record)
+end
+local ws_loaded
+function M.ws_client()
+    ws_loaded = ws_loaded or sibling("websocket")
+    return ws_loaded
 end
 
 return M

@@ -17,6 +17,20 @@ export interface ServerOptions extends http.ServerOptions {
 }
 
 export class Server extends http.Server {
+  /** listen({ port, host, fd, proxyProtocol, proxyTimeoutMs, proxyFrom, allow, deny }[, cb]). */
+  listen(options: import('./index').ListenOptions, cb?: () => void): this;
+  listen(port?: number, hostname?: string, backlog?: number, listeningListener?: () => void): this;
+  listen(port?: number, hostname?: string, listeningListener?: () => void): this;
+  listen(port?: number, listeningListener?: () => void): this;
+  /** The core server's metrics and Prometheus text (after listen). */
+  metrics(worker?: number): import('./index').Metrics;
+  metricsText(prefix?: string, opts?: { perWorker?: boolean }): string;
+  metricsHandler(opts?: { prefix?: string; perWorker?: boolean }): http.RequestListener;
+  /** True from close() on. */
+  readonly draining: boolean;
+  readinessHandler(): http.RequestListener;
+  on(event: 'access', listener: (record: import('./index').AccessRecord) => void): this;
+  on(event: string | symbol, listener: (...args: any[]) => void): this;
   /** A WebSocket endpoint answered by the library (before listen): nanosrv's server.ws() handlers. */
   ws(pattern: string, handlers: import('./index').WebSocketHandlers): this;
   broadcast(pattern: string, data: string | Uint8Array): number;

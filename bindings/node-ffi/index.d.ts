@@ -14,13 +14,33 @@ export interface ServerOptions {
   library?: string;
   /** I/O worker threads (0 = one per CPU); default 1. */
   threads?: number;
+  /** false: one loop run from the Node thread by nsv_poll(0) instead of worker threads (default true). */
+  sharded?: boolean;
   /** Events per poll (default 256) and initial arena bytes (default 1 MiB; grows on demand). */
   maxEvents?: number;
   arenaSize?: number;
   /** Handler for requests that no route matched (default: 404 JSON from the library). */
   handler?: Handler;
-  /** highWaterMark of streamed request bodies (default 64 KiB): past it reading pauses in C. */
+  /** highWaterMark of streamed request bodies and of fetch response bodies (default 64 KiB): past it reading pauses in C. */
   bodyHighWaterMark?: number;
+  /** Access log: a line format written to accessLogStream (default process.stdout), a function per record,
+   * or true (records only as 'access' events; adding an 'access' listener turns it on too). */
+  accessLog?: 'common' | 'combined' | 'json' | ((record: AccessRecord) => void) | boolean;
+  accessLogStream?: { write(text: string): unknown };
+  /** Records kept per worker between takes (NSV_OPT_ACCESS_LOG, default 4096). */
+  accessLogQueue?: number;
+  /** Listener option defaults for every listen(). */
+  proxyProtocol?: ListenerOptions['proxyProtocol'];
+  proxyTimeoutMs?: number;
+  proxyFrom?: string | string[];
+  allow?: string | string[];
+  deny?: string | string[];
+  /** maxConns (default 10000), shed (1: make room at maxConns by closing idle/slow connections; 0: refuse, 503),
+   * reuseport (SO_REUSEPORT on later listeners), metricsLatency (0: no latency histograms). */
+  maxConns?: number;
+  shed?: boolean | number;
+  reuseport?: boolean;
+  metricsLatency?: boolean | number;
   /** Library options in camelCase: maxBody, maxHeaderBytes, requestTimeoutMs, idleTimeoutMs, maxConns, streamBody, tcpHighWater, ...
    * and the string options: tlsCertFile, tlsKeyFile, tlsCertPem, tlsKeyPem, tlsCaFile, tlsCaPem, tlsKeyPassword,
    * tlsClientCaFile, tlsClientCaPem, gzipTypes (string or Buffer); tlsVerifyClient (0 none, 1 optional, 2 required),
@@ -38,11 +58,84 @@ export interface TlsInfo {
   authorized: boolean;
 }
 
+/** The front's fields of a connection that came through a PROXY protocol front ('' / 0 where the header said nothing). */
+export interface ProxyInfo {
+  /** The address that connected to this server (the load balancer) and its port. */
+  front: string;
+  frontPort: number;
+  /** The address and port the client connected to on the front. */
+  dst: string;
+  dstPort: number;
+  /** The TLS version the client spoke to the front (v2 PP2_TYPE_SSL), its SNI (PP2_TYPE_AUTHORITY) and ALPN. */
+  ssl: string;
+  authority: string;
+  alpn: string;
+}
+
+/** Options of one listener (listen()), or defaults for every listen() when given to createServer. */
+export interface ListenerOptions {
+  /** A PROXY protocol header before anything else: true or 'any' (either version), 'v1', 'v2'; false/'off' (default). */
+  proxyProtocol?: boolean | 'v1' | 'v2' | 'any' | 'off' | 0 | 1 | 2 | 3;
+  /** Deadline for the whole header from accept (default 5000). */
+  proxyTimeoutMs?: number;
+  /** Fronts allowed to connect when the PROXY protocol is on (CIDR list). */
+  proxyFrom?: string | string[];
+  /** Clients served (CIDR list; empty: all) and clients never served (checked first). */
+  allow?: string | string[];
+  deny?: string | string[];
+}
+
+export interface ListenOptions extends ListenerOptions {
+  port?: number;
+  host?: string;
+  /** A URL instead of port and host ('https://0.0.0.0:8443'); with fd, the scheme of the adopted socket. */
+  url?: string;
+  /** A listening socket to adopt (nsv_listen_fd), e.g. an inherited one. */
+  fd?: number;
+}
+
+/** One access record (nsv_access_record), as the 'access' event and an accessLog function get it. */
+export interface AccessRecord {
+  /** Wall clock at the request head complete, ms since the epoch. */
+  timeMs: number;
+  peer: string;
+  port: number;
+  method: string;
+  /** Path and query as sent (at most 4096 bytes). */
+  target: string;
+  httpVersion: '1.0' | '1.1';
+  /** Status sent; 0 when the connection closed with none. */
+  status: number;
+  /** Response and request bytes as framed on the wire. */
+  bytesOut: number;
+  bytesIn: number;
+  durationUs: number;
+  userAgent: string;
+  referer: string;
+  conn: number;
+  listener: number;
+  tls: boolean;
+  proxy: boolean;
+  head: boolean;
+}
+
+export interface Histogram {
+  /** [upper bound in seconds (Infinity last), cumulative count]. */
+  buckets: Array<[number, number]>;
+  sum_seconds: number;
+  count: number;
+}
+
+/** Every metric by its library name (conns_accepted, requests, resp_2xx, ...); lat_queued and lat_flushed are histograms. */
+export type Metrics = Record<string, number> & { lat_queued: Histogram; lat_flushed: Histogram };
+
 /** The part of http.IncomingMessage#socket a handler reads. */
 export interface RequestSocket {
   readonly encrypted: boolean;
   readonly remoteAddress: string | undefined;
   readonly remotePort: number;
+  /** The front's fields behind a PROXY protocol front (remoteAddress is then the client's), else null. */
+  readonly proxy: ProxyInfo | null;
   /** TLS details on https, null on http. */
   readonly tls: TlsInfo | null;
   readonly socket: RequestSocket;
@@ -208,8 +301,11 @@ export class Request extends Readable {
   /** Body copy, safe to keep. */
   readonly body: Buffer;
   readonly bodyLength: number;
+  /** The client's address; behind a PROXY protocol front, the one from its header. */
   readonly remoteAddress: string;
   readonly remotePort: number;
+  /** The front's fields behind a PROXY protocol front, else null. */
+  readonly proxy: ProxyInfo | null;
   header(name: string): string | string[] | undefined;
   text(): string;
   json(): any;
@@ -320,9 +416,23 @@ export class Server {
   listen(port: number, cb: () => void): Promise<number>;
   listen(port: number, host: string, cb: () => void): Promise<number>;
   listen(port: number, host: string, backlog: number, cb?: () => void): Promise<number>;
-  listen(options: { port?: number; host?: string }, cb?: () => void): Promise<number>;
+  listen(options: ListenOptions, cb?: () => void): Promise<number>;
   /** listen('https://127.0.0.1:8443'): http, https, ws, wss, tcp or tls URL; resolves with the bound port. */
-  listen(url: string): Promise<number>;
+  listen(url: string, options?: ListenerOptions): Promise<number>;
+  listen(port: number, host: string, options: ListenerOptions): Promise<number>;
+  /** Adopts the sockets of systemd socket activation (LISTEN_PID/LISTEN_FDS, removed from the environment); [] when none. */
+  listenInherited(options?: ListenerOptions & { url?: string }): Promise<Array<{ fd: number; name: string; port: number }>>;
+  /** Every metric by name, read in one call; metrics(worker): that worker's share. */
+  metrics(worker?: number): Metrics;
+  /** Prometheus text exposition (prefix default 'nanosrv_'). */
+  metricsText(prefix?: string, opts?: { perWorker?: boolean }): string;
+  /** A handler for GET /metrics (Content-Type: text/plain; version=0.0.4). */
+  metricsHandler(opts?: { prefix?: string; perWorker?: boolean }): Handler;
+  /** True once a drain started (close(), a signal drain): readiness checks should fail. */
+  readonly draining: boolean;
+  /** A handler for readiness checks: 200 "ready", 503 "draining" once draining (echo-server's bodies). */
+  readinessHandler(): Handler;
+  on(event: 'access', listener: (record: AccessRecord) => void): this;
   /** Whether the server keeps the process alive (default: it does). */
   ref(): this;
   unref(): this;
@@ -346,7 +456,71 @@ export class Server {
   on(event: 'wakeup', listener: (conn: ConnId, data: Buffer) => void): this;
   on(event: 'clientError', listener: (err: NanosrvError, conn: ConnId) => void): this;
   on(event: 'handlerError', listener: (err: unknown, req: Request | null, res: Response | null) => void): this;
+  /** fetch() on this server's loop (the library's HTTP/1.1 client): the platform's Response, its body streamed
+   * with backpressure. Rejects with TypeError('fetch failed') whose cause is a NanosrvError (cause.code
+   * 'NSV_ECONNREFUSED', ...), or with the signal's reason (AbortError). redirect: 'follow' (default, 20 hops),
+   * 'manual' (the 3xx answer itself) or 'error'. */
+  fetch(input: string | URL | globalThis.Request, init?: RequestInit): Promise<globalThis.Response>;
+  /** A WHATWG-shaped WebSocket client class whose connections run on this server: new srv.WebSocket(url, protocols). */
+  readonly WebSocket: WebSocketClientClass;
 }
+
+/** The client's close event (CloseEvent is not a global before Node 23). */
+export class CloseEvent extends Event {
+  constructor(type: string, init?: { code?: number; reason?: string; wasClean?: boolean });
+  readonly code: number;
+  readonly reason: string;
+  readonly wasClean: boolean;
+}
+
+/** The client's error event: .error is the library's error (code 'NSV_ECONNREFUSED', 'NSV_EPARSE', ...). */
+export interface WebSocketErrorEvent extends Event {
+  readonly error: NanosrvError | undefined;
+  readonly message: string;
+}
+
+export type BinaryType = 'nodebuffer' | 'arraybuffer' | 'blob';
+
+/** Second argument of the client constructor: subprotocols, or (as undici) { protocols, headers }. */
+export type WebSocketClientOptions = string | string[] | { protocols?: string | string[]; headers?: HeadersInit };
+
+/** A WebSocket client connection, shaped like the WHATWG WebSocket. */
+export interface WebSocketClient extends EventTarget {
+  readonly url: string;
+  readonly readyState: 0 | 1 | 2 | 3;
+  /** The subprotocol the server chose ('' when none). */
+  readonly protocol: string;
+  readonly extensions: string;
+  /** Bytes handed over by send() and not sent yet (on a sharded server: not yet taken by its worker). */
+  readonly bufferedAmount: number;
+  /** How binary messages arrive: Buffer (default), ArrayBuffer or Blob. */
+  binaryType: BinaryType;
+  readonly CONNECTING: 0;
+  readonly OPEN: 1;
+  readonly CLOSING: 2;
+  readonly CLOSED: 3;
+  onopen: ((this: WebSocketClient, ev: Event) => unknown) | null;
+  onmessage: ((this: WebSocketClient, ev: MessageEvent) => unknown) | null;
+  onerror: ((this: WebSocketClient, ev: WebSocketErrorEvent) => unknown) | null;
+  onclose: ((this: WebSocketClient, ev: CloseEvent) => unknown) | null;
+  /** A string goes as text, bytes (ArrayBuffer, views, Buffer, Blob) as binary. InvalidStateError while CONNECTING. */
+  send(data: string | ArrayBufferLike | ArrayBufferView | Blob): void;
+  /** code: 1000 or 3000-4999 (else InvalidAccessError); reason: at most 123 UTF-8 bytes (else SyntaxError). */
+  close(code?: number, reason?: string): void;
+}
+
+export interface WebSocketClientClass {
+  new (url: string | URL, protocols?: WebSocketClientOptions): WebSocketClient;
+  readonly CONNECTING: 0;
+  readonly OPEN: 1;
+  readonly CLOSING: 2;
+  readonly CLOSED: 3;
+}
+
+/** fetch() on a shared nanosrv server made on first use (it keeps the process alive only while a request is in flight). */
+export function fetch(input: string | URL | globalThis.Request, init?: RequestInit): Promise<globalThis.Response>;
+/** The WebSocket client on the same shared server. */
+export const WebSocketClient: WebSocketClientClass;
 
 export function createServer(handler?: Handler): Server;
 export function createServer(opts: ServerOptions, handler?: Handler): Server;
@@ -441,3 +615,5 @@ export function parseCookie(header: string | Uint8Array): Array<[string, string]
 export function serializeCookie(name: string, value: string, opts?: CookieOptions): string;
 export function mimeType(name: string | Uint8Array): string;
 export function errname(code: number): string;
+/** The sockets passed by systemd socket activation, [{ fd, name }] (fds 3, 4, ...; [] when none); removes the variables. */
+export function inheritedFds(): Array<{ fd: number; name: string }>;

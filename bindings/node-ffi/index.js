@@ -2,13 +2,15 @@
 // nanosrv: Node binding of libnanosrv. See README.md.
 const abi = require('./lib/abi');
 const native = require('./lib/native');
-const { Server } = require('./lib/server');
+const { Server, inheritedFds } = require('./lib/server');
 const { Request } = require('./lib/request');
 const { Response } = require('./lib/response');
 const { WebSocket } = require('./lib/websocket');
 const { NanosrvError } = require('./lib/errors');
 const { makeUtils } = require('./lib/utils');
 const { serve } = require('./lib/fetch');
+const client = require('./lib/client');
+const { CloseEvent } = require('./lib/client/websocket');
 
 // createServer([opts][, handler]): handler answers requests no route matched.
 function createServer(opts, handler) {
@@ -24,7 +26,12 @@ function loadLibrary(opts) {
 module.exports = {
   createServer,
   serve,
+  fetch: client.fetch,
+  WebSocketClient: client.WebSocketClient,
+  CloseEvent,
   loadLibrary,
+  // Sockets of systemd socket activation: [{ fd, name }] (removes the variables).
+  inheritedFds: (opts) => inheritedFds(native.load(opts)),
   Server,
   Request,
   Response,

@@ -8,7 +8,7 @@ const nanosrv = require('./index.js');
 
 export default nanosrv;
 export const {
-  createServer, serve, loadLibrary, Server, Request, Response, WebSocket, NanosrvError, constants,
+  createServer, serve, fetch, WebSocketClient, CloseEvent, loadLibrary, inheritedFds, Server, Request, Response, WebSocket, NanosrvError, constants,
   base64Encode, base64Decode, urlEncode, urlDecode, parseUrl, jsonString, jsonNumber, jsonInteger,
   jsonBoolean, millis, version, abiVersion, tlsAvailable, logLevel, setLogLevel, parseForm, parseCookie,
   serializeCookie, mimeType, strerror, errname,

@@ -44,7 +44,8 @@
  *   nsv_reply, nsv_reply_batch, nsv_reply_start, nsv_set_reason, nsv_continue, nsv_send_chunk,
  *   nsv_reply_end, nsv_close, nsv_conn_set_tag, nsv_ws_upgrade, nsv_ws_send,
  *   nsv_ws_close, nsv_ws_send_many, nsv_ws_broadcast, nsv_send,
- *   nsv_shutdown, nsv_abort, nsv_pause_read, nsv_set_water_marks, nsv_connect
+ *   nsv_shutdown, nsv_abort, nsv_pause_read, nsv_set_water_marks, nsv_connect,
+ *   nsv_tls_upgrade
  * are safe from any thread, at once from many. Made by the worker that owns
  * the connection (inside a callback) they act at once. From any other thread
  * the id and the connection's state are checked at once (NSV_ESTALE,
@@ -83,11 +84,11 @@
 #endif
 
 #define NSV_VERSION_MAJOR 1
-#define NSV_VERSION_MINOR 2
+#define NSV_VERSION_MINOR 4
 #define NSV_VERSION_PATCH 0
 /* MAJOR*10000 + MINOR*100 + PATCH */
-#define NSV_VERSION_NUMBER 10200
-#define NSV_VERSION_STRING "1.2.0"
+#define NSV_VERSION_NUMBER 10400
+#define NSV_VERSION_STRING "1.4.0"
 /* Bumped only when the ABI breaks; equals the SONAME major. */
 #define NSV_ABI_VERSION 1
 
@@ -148,8 +149,14 @@ enum nsv_event_type {
                               NSV_EVF_STREAM_BODY); NSV_EVF_EOF on the last one */
     NSV_EV_TIMER = 15,     /* a host timer fired (nsv_timer_add): conn = the timer id,
                               tag = the timer's tag */
-    NSV_EV_WAKEUP = 16     /* nsv_wakeup_conn: conn = the connection (its tag), body =
+    NSV_EV_WAKEUP = 16,    /* nsv_wakeup_conn: conn = the connection (its tag), body =
                               the payload */
+    NSV_EV_HTTP_RESPONSE = 17, /* outbound request (nsv_http_request): conn = the request
+                              id, code = status, headers as for REQUEST, path = the reason
+                              phrase, method = the request's method; flags NSV_EVF_KEEPALIVE
+                              (the connection goes back to the pool), NSV_EVF_TLS. Since 1.3. */
+    NSV_EV_HTTP_BODY = 18  /* a de-chunked piece of its body; NSV_EVF_EOF on the last
+                              (possibly empty) one, the request's final event. Since 1.3. */
 };
 
 /* Event flags (nsv_event.flags). */
@@ -164,8 +171,13 @@ enum nsv_event_flag {
                               REQUEST: the client had ended its side before the
                               request was delivered (no HANGUP follows);
                               BODY: the last piece of the request body */
-    NSV_EVF_STREAM_BODY = 128 /* REQUEST: the body follows in BODY events (see
+    NSV_EVF_STREAM_BODY = 128, /* REQUEST: the body follows in BODY events (see
                               NSV_ROUTE_STREAM_BODY); body_len is 0 here */
+    NSV_EVF_PROXY = 256    /* REQUEST, WS_OPEN, TCP_OPEN: the connection came through a
+                              front that sent a PROXY protocol header (listener option
+                              NSV_LOPT_PROXY_PROTOCOL); peer and peer_port are the client's
+                              from that header, and the event's tls block carries the
+                              front's fields (see "PROXY protocol" below). Since 1.4. */
 };
 
 /*
@@ -184,6 +196,23 @@ enum nsv_event_flag {
  * client asked for (SNI, "" if none) and the subject of the client
  * certificate when one was verified against NSV_OPT_TLS_CA_* (e.g.
  * "CN=alice, O=Example", "" otherwise). tls_len is 0 on other events.
+ *
+ * PROXY protocol: REQUEST and WS_OPEN events of a connection flagged
+ * NSV_EVF_PROXY carry a tls block even on a plain connection, extended by
+ * the front's fields: "sni\0peer_subject\0front\0front_port\0dst\0dst_port\0
+ * ssl\0authority\0alpn\0" (nine NUL-terminated fields; the first two are ""
+ * unless the connection to this server is itself TLS). front is the address
+ * that connected to this server (the load balancer), dst and dst_port the
+ * address the client connected to on the front, ssl the TLS version the
+ * client spoke to the front ("" when none or not told; v2 PP2_TYPE_SSL),
+ * authority the host name the client asked the front for (PP2_TYPE_AUTHORITY,
+ * its SNI) and alpn the protocol it chose (PP2_TYPE_ALPN); "" when the header
+ * did not say (v1 carries no TLVs).
+ * A v2 LOCAL header (a front's health check), a v1 "PROXY UNKNOWN" line and
+ * a v2 PROXY header of family AF_UNSPEC keep the socket's own peer and set
+ * no NSV_EVF_PROXY; an AF_UNIX client gives an empty peer and port 0.
+ * TCP_OPEN events carry the block too; there sni and peer_subject are
+ * always "" (it comes before any TLS handshake).
  *
  * Streamed request bodies (routes with NSV_ROUTE_STREAM_BODY, or every
  * request with NSV_OPT_STREAM_BODY): a request whose head says a body
@@ -278,12 +307,44 @@ enum nsv_option {
                                        port and the kernel spreads connections among them;
                                        default 0. Sharded servers in per-worker accept mode
                                        set it anyway. Since 1.2. */
-    NSV_OPT_EXPECT_MANUAL = 27      /* 1: a streamed request (NSV_EVF_STREAM_BODY) that asks
+    NSV_OPT_EXPECT_MANUAL = 27,     /* 1: a streamed request (NSV_EVF_STREAM_BODY) that asks
                                        "Expect: 100-continue" gets its 100 Continue only when
                                        the host calls nsv_continue (when its application first
                                        reads the body), however many polls go by; an answer
                                        instead sends none. 0 (default): at the host's next turn
                                        unless it answered. Since 1.2. */
+    /* The HTTP client (nsv_http_request). Since 1.3. */
+    NSV_OPT_HTTP_CONNS_PER_ORIGIN = 28, /* connections per scheme+host+port, default 8
+                                       (1..256); more requests wait in FIFO order */
+    NSV_OPT_HTTP_POOL_IDLE_MS = 29, /* idle pooled connection closed after, default 30000;
+                                       0 = no keep-alive pool */
+    NSV_OPT_HTTP_HEAD_TIMEOUT_MS = 30, /* request handed to a connection -> response head
+                                       complete, default 30000 */
+    NSV_OPT_HTTP_TIMEOUT_MS = 31,   /* whole request, start to last body byte; 0 = none (default) */
+    NSV_OPT_HTTP_READ_TIMEOUT_MS = 32, /* idle between response body reads, default 30000 */
+    NSV_OPT_HTTP_MAX_HEAD_BYTES = 33, /* response head size, default 65536 */
+    NSV_OPT_HTTP_MAX_HEADERS = 34,  /* response header lines, default 100 (1..256) */
+    NSV_OPT_HTTP_MAX_BODY = 35,     /* response body bytes on the wire (chunk framing
+                                       counts), default 1 GiB */
+    NSV_OPT_DRAINING = 36,          /* read-only: 1 once a drain has started (nsv_drain_start,
+                                       nsv_drain_on_signal), also after it ended; 0 before.
+                                       For readiness checks that must fail before
+                                       connections are refused. Any thread. Since 1.3. */
+    NSV_OPT_METRICS_LATENCY = 37,   /* 1 (default): time each request for the latency
+                                       histograms of nsv_metrics (two clock reads per
+                                       request; a head is stamped with its loop turn's clock);
+                                       0: the histograms stay empty. Since 1.4. */
+    NSV_OPT_ACCESS_LOG = 38,        /* 0 (default): off; N > 0: keep up to N access records
+                                       per worker for nsv_access_take (one per completed
+                                       request), and at most N x 512 bytes of them (at least
+                                       384 KiB: a record's size is the client's); records past
+                                       either are dropped and counted (NSV_M_ACCESS_DROPPED).
+                                       Since 1.4. */
+    NSV_OPT_SHED = 39               /* at NSV_OPT_MAX_CONNS: 1 (default) makes room for a new
+                                       connection by closing an idle keep-alive connection,
+                                       else the one longest inside an unfinished request head
+                                       (see "Shedding" at nsv_metrics); 0 refuses the new one
+                                       (503 on plain HTTP) as before. Since 1.4. */
 };
 
 /*
@@ -379,7 +440,7 @@ typedef struct nsv_url {
 
 /* METHOD: NSV_VERSION_NUMBER of the loaded library. Since 1.0. */
 NSV_API uint32_t nsv_version(void);
-/* METHOD: version text, e.g. "1.2.0". Static storage. Since 1.0. */
+/* METHOD: version text, e.g. "1.4.0". Static storage. Since 1.0. */
 NSV_API const char *nsv_version_string(void);
 /* METHOD: NSV_ABI_VERSION of the loaded library. Bindings refuse a mismatch. Since 1.0. */
 NSV_API int nsv_abi_version(void);
@@ -502,6 +563,74 @@ NSV_API int nsv_listener_port(nsv_server *srv, int listener);
  * Since 1.2. */
 NSV_API int nsv_listen_fd(nsv_server *srv, const char *url, size_t len, int fd);
 
+/* Listener options (nsv_listener_set_int / nsv_listener_set_str). Ids are
+ * never reused. Since 1.4. */
+enum nsv_listener_option {
+    NSV_LOPT_PROXY_PROTOCOL = 1,   /* 0 (default) off; NSV_PROXY_V1, NSV_PROXY_V2 or
+                                      NSV_PROXY_ANY: every connection must begin with a
+                                      PROXY protocol header of that version (sent by a load
+                                      balancer: HAProxy send-proxy / send-proxy-v2, nginx
+                                      proxy_protocol, AWS NLB). It is read before anything
+                                      else, TLS included; a missing, malformed or late one
+                                      closes the connection (counted, NSV_M_PROXY_ERRORS)
+                                      and nothing reaches the host. */
+    NSV_LOPT_PROXY_TIMEOUT_MS = 2, /* deadline for the whole header from accept, default 5000
+                                      (1 .. 86400000, NSV_ERANGE otherwise) */
+    NSV_LOPT_PROXY_FROM = 100,     /* string: fronts allowed to connect when the PROXY
+                                      protocol is on, as a CIDR list (below); a connection
+                                      from any other address is closed at accept, before a
+                                      byte is read (NSV_M_CONNS_DENIED). "" (default): any. */
+    NSV_LOPT_ALLOW = 101,          /* string: CIDR list; when not empty, only clients in it
+                                      are served */
+    NSV_LOPT_DENY = 102            /* string: CIDR list of clients never served; checked
+                                      before ALLOW (a client in both is refused) */
+};
+
+/* Values of NSV_LOPT_PROXY_PROTOCOL. */
+enum nsv_proxy_version {
+    NSV_PROXY_OFF = 0,
+    NSV_PROXY_V1 = 1,  /* the text header "PROXY TCP4 ...\r\n" */
+    NSV_PROXY_V2 = 2,  /* the binary header, with its TLVs */
+    NSV_PROXY_ANY = 3  /* either, told apart by the first byte */
+};
+
+/* METHOD: set an integer option (enum nsv_listener_option) of a listener
+ * (the id from nsv_listen or nsv_listen_fd). NSV_EINVAL for an unknown
+ * listener or option, NSV_ERANGE for a bad value (detail says which).
+ * Sharded servers: NSV_ESTATE once the workers run; a single loop accepts
+ * it between polls (it applies to connections accepted afterwards).
+ * Since 1.4. */
+NSV_API int nsv_listener_set_int(nsv_server *srv, int listener, int opt, int64_t value);
+/* METHOD: read an integer listener option; NSV_EINVAL for an unknown
+ * listener or option. Since 1.4. */
+NSV_API int64_t nsv_listener_get_int(nsv_server *srv, int listener, int opt);
+/* METHOD: set a string option of a listener: an address list (copied; NULL
+ * or len 0 clears it). A list is entries separated by commas, spaces or
+ * both: IPv4 or IPv6 addresses with an optional prefix length
+ * ("10.0.0.0/8", "192.168.1.7", "::1", "2001:db8::/32"). An IPv4 entry also
+ * matches the same address seen as IPv4-mapped IPv6 ("::ffff:10.1.2.3"),
+ * and an AF_UNIX peer matches no entry (only an empty ALLOW list lets it
+ * in). NSV_EINVAL names the first bad entry (host bits set past the prefix
+ * are refused: "10.0.0.1/8"); at most 256 entries (NSV_ERANGE). The lists
+ * are checked at accept against the socket's peer, before a byte is read,
+ * or with the PROXY protocol on: PROXY_FROM against the socket's peer at
+ * accept, then ALLOW and DENY against the client address of the header (for
+ * a LOCAL or UNKNOWN header: the socket's peer, the front itself) as soon as
+ * it is read; a refused connection is closed without an answer and
+ * counted (NSV_M_CONNS_DENIED), and the host sees nothing of it. Threads
+ * and errors as nsv_listener_set_int. Since 1.4. */
+NSV_API int nsv_listener_set_str(nsv_server *srv, int listener, int opt, const char *value, size_t len);
+/* FUNCTION: listening sockets passed by systemd socket activation (or a
+ * supervisor following the same protocol): the value of LISTEN_FDS when
+ * LISTEN_PID is this process, else 0. The sockets are descriptors 3, 4, ...
+ * 3 + n - 1, in the order of the socket unit (names in LISTEN_FDNAMES);
+ * hand each to nsv_listen_fd. unset_env 1 removes LISTEN_PID, LISTEN_FDS and
+ * LISTEN_FDNAMES from the environment (so child processes do not take them
+ * for theirs; not thread-safe, as unsetenv; read LISTEN_FDNAMES first for
+ * the names). NSV_EINVAL when the variables
+ * are malformed. Since 1.4. */
+NSV_API int nsv_inherited_fds(int unset_env);
+
 /* METHOD: register a route. method is "GET", "POST", ... or "ALL"; a GET
  * route also answers HEAD. Methods are case-sensitive RFC 9110 tokens of at
  * most 64 bytes; lower-case letters are NSV_EINVAL (the detail names the
@@ -623,6 +752,27 @@ NSV_API int nsv_drain(nsv_server *srv, int timeout_ms);
  * or timeout_ms passed (then the rest are closed). A second call does
  * nothing. Safe from any thread and from a signal handler. Since 1.0. */
 NSV_API int nsv_drain_start(nsv_server *srv, int timeout_ms);
+/* METHOD: drain on a signal: installs a handler (sigaction, SA_RESTART)
+ * for signo, one of SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2
+ * (others NSV_EINVAL), whose first delivery calls
+ * nsv_drain_start(srv, timeout_ms). While the drain runs, a SIGINT calls
+ * nsv_stop(srv), so a stuck drain can be forced with a second ^C; other
+ * signals are ignored then (one SIGTERM is often delivered twice, e.g. by
+ * timeout(1) or a control-group kill, and must not drop the requests in
+ * flight; timeout_ms bounds the drain). The signal's default action (ending the
+ * process) no longer applies while a server is registered on it. A blocked
+ * nsv_poll wakes and returns the drain's events, then NSV_ESTOPPED. Several
+ * servers may register one signal (each is drained; at most 16
+ * registrations in the process, NSV_ENOMEM beyond); calling again with
+ * timeout_ms >= 0 for the same server and signal replaces the timeout
+ * used by a later first delivery. timeout_ms < 0 removes srv's
+ * registration for signo (NSV_ENOTFOUND if there is none); when no server
+ * is left on the signal the disposition found at the first registration is
+ * restored. nsv_server_free removes every registration of the server, and
+ * waits for a handler running on another thread to leave it: once free
+ * returns, no handler touches the server. From any thread; the handler
+ * runs on whichever thread the kernel picks. Since 1.3. */
+NSV_API int nsv_drain_on_signal(nsv_server *srv, int signo, int timeout_ms);
 
 /* ---- answering requests ----
  *
@@ -881,13 +1031,323 @@ NSV_API int nsv_abort(nsv_server *srv, uint64_t conn);
 /* METHOD: stop (paused != 0) or resume reading from a raw TCP connection,
  * or (since 1.1) the request body of an HTTP connection that is streaming
  * one (NSV_EVF_STREAM_BODY): no BODY events come while paused, and TCP
- * slows the client; NSV_OPT_REQUEST_TIMEOUT_MS keeps running. NSV_ESTATE
- * when the connection is neither (on a sharded server such a call from
- * another thread is queued and does nothing). Since 1.0. */
+ * slows the client; NSV_OPT_REQUEST_TIMEOUT_MS keeps running; or (since
+ * 1.3) a WebSocket, server side or client (nsv_ws_connect): no WS_* events
+ * come while paused. NSV_ESTATE when the connection is none of these (on a
+ * sharded server such a call from another thread is queued and does
+ * nothing). Since 1.0. */
 NSV_API int nsv_pause_read(nsv_server *srv, uint64_t conn, int paused);
 /* METHOD: per-connection water marks (defaults NSV_OPT_TCP_HIGH_WATER /
- * NSV_OPT_TCP_LOW_WATER): 0 <= low <= high. Since 1.0. */
+ * NSV_OPT_TCP_LOW_WATER): 0 <= low <= high. Raw TCP connections always get
+ * TCP_WRITABLE events at these marks; a WebSocket (server side or
+ * nsv_ws_connect) gets them from this call on (since 1.3): code 0 once its
+ * queued output passes high, code 1 when it is back at low, so a host can
+ * stop sending before nsv_ws_send says NSV_EAGAIN. Since 1.0. */
 NSV_API int nsv_set_water_marks(nsv_server *srv, uint64_t conn, int64_t high, int64_t low);
+
+/* Flags of nsv_tls_upgrade. Since 1.3. */
+enum nsv_tls_upgrade_flag {
+    NSV_TLS_UPGRADE_VERIFY = 1 /* verify the peer's chain and name (see nsv_tls_upgrade) */
+};
+/* METHOD: start a TLS client session on an outbound raw TCP connection
+ * (nsv_connect("tcp://...")) once its TCP_CONNECTED event came: STARTTLS,
+ * as OpenResty's tcpsock:sslhandshake. server_name (len bytes, 0..253, no
+ * NUL; may be NULL with len 0) is sent as SNI unless empty. With
+ * NSV_TLS_UPGRADE_VERIFY the peer's chain is checked against
+ * NSV_OPT_TLS_CLIENT_CA_FILE / _PEM (default: the system bundle), as for
+ * tls:// URLs, and its name against server_name (an empty one checks no
+ * name). Without the flag NOTHING is verified for this connection: that is
+ * OpenResty's default (sslhandshake's verify argument is false unless
+ * given); tls:// URLs keep verifying per NSV_OPT_TLS_VERIFY_SERVER.
+ * Bytes already received are delivered (TCP_DATA) before the handshake;
+ * data passed to nsv_send while it runs is queued and goes out encrypted
+ * after it. On success a second TCP_CONNECTED event comes, with
+ * NSV_EVF_TLS; on failure an ERROR event with code NSV_ETLS (body: the
+ * mbedTLS reason, e.g. the verification failure), then CLOSE. The
+ * handshake is bounded by NSV_OPT_CONNECT_TIMEOUT_MS from the call
+ * (ERROR NSV_ETIMEDOUT, then CLOSE). Errors: NSV_EINVAL (bad flags or
+ * server_name), NSV_ESTALE, NSV_ESTATE (not an outbound raw TCP
+ * connection, not connected yet, already TLS or in a handshake, closing),
+ * NSV_EAGAIN (output queued before the call is not yet sent: retry after
+ * the TCP_WRITABLE event or a later poll), NSV_ENOTSUP (no TLS in this
+ * build). Sharded servers: from any thread, like nsv_send (the checks are
+ * made at once; a failure found on the owning worker comes as ERROR, then
+ * CLOSE). Since 1.3. */
+NSV_API int nsv_tls_upgrade(nsv_server *srv, uint64_t conn, const char *server_name, size_t len, uint32_t flags);
+
+/* ---- HTTP/1.1 client ---- *
+ * Outbound requests on the server's own loop. nsv_http_request returns a
+ * request id at once (stale-safe like connection ids, never equal to one);
+ * then come one HTTP_RESPONSE event (1xx interim responses are skipped),
+ * HTTP_BODY events (the last has NSV_EVF_EOF), or instead, at any point, one
+ * ERROR event with conn = the request id and code NSV_ECONNREFUSED,
+ * NSV_ETIMEDOUT (connect, head, read or whole-request timeout; the body says
+ * which), NSV_ENOTFOUND (name), NSV_ETLS, NSV_EPARSE (malformed response:
+ * framing conflicts, bad chunk sizes, ...), NSV_ETOOBIG (head or body past
+ * NSV_OPT_HTTP_MAX_*), NSV_ECLOSED (the server closed before the response
+ * ended) or NSV_ESTOPPED (drain deadline). After the final event (BODY with
+ * EOF, or ERROR) nothing carries the id. No CLOSE event is sent for a
+ * request. Connections are pooled per origin (scheme, host, port) and
+ * reused when the response allows it (HTTP/1.1 without "Connection: close",
+ * a body read to its end); a request that fails on a reused connection
+ * before any response byte is retried once on a new one when its method is
+ * idempotent and its body was given in one piece. The response is read
+ * while the request is being sent, so an early answer (a 413 or 401 before
+ * the body ends) is delivered, also when the server then resets the
+ * connection. A 101 response is
+ * reported and ends the request (its connection is closed); redirects are
+ * the host's to follow. https:// verifies the certificate and host name per
+ * NSV_OPT_TLS_VERIFY_SERVER and NSV_OPT_TLS_CLIENT_CA_*, with SNI. Sharded
+ * servers: from any thread; a request runs on one worker, whose poller gets
+ * its events; from a thread that is not its worker, nsv_http_request_body,
+ * _end, nsv_http_pause and nsv_http_cancel are queued and a state error
+ * comes as the request's ERROR event. Draining: requests in flight go on,
+ * new ones get NSV_ESTOPPED. */
+enum nsv_http_flag {
+    NSV_HTTP_STREAM_BODY = 1, /* the body follows in nsv_http_request_body pieces, then
+                                 nsv_http_request_end */
+    NSV_HTTP_HOST_HEADER = 2  /* the header block holds exactly one "Host:" line, sent
+                                 instead of the URL's authority (checked as one: host
+                                 [":" port]); the connection and its pool still follow
+                                 the URL (a proxy passing its client's Host). Since 1.3. */
+};
+/* METHOD: start a request. method: a token (GET, POST, ...); url:
+ * "http://" or "https://" host [":" port] [path ["?" query]] (the path and
+ * query are sent as given; "#fragment" is refused); headers: zero or more
+ * "Name: value\r\n" lines, without Host (unless NSV_HTTP_HOST_HEADER),
+ * Content-Length, Transfer-Encoding, Connection, TE or Upgrade (the library
+ * frames the request). body/body_len: the whole body (may be NULL with 0), sent with a
+ * Content-Length (0 only for POST, PUT and PATCH). With
+ * NSV_HTTP_STREAM_BODY, body must be empty and content_length is the body's
+ * size (>= 0) or -1 to send it chunked; without it content_length must be
+ * -1 or body_len. Returns the id (> 0) or NSV_EINVAL (which argument broke
+ * which rule: nsv_last_error_detail), NSV_EURL, NSV_ENOTSUP (https without
+ * TLS), NSV_ESTOPPED (stopping or draining), NSV_ENOMEM. Since 1.3. */
+NSV_API int64_t nsv_http_request(nsv_server *srv, const char *method, size_t method_len, const char *url,
+                                 size_t url_len, const char *headers, size_t headers_len, const char *body,
+                                 size_t body_len, int64_t content_length, uint32_t flags);
+/* METHOD: one piece of a streamed request body (sent as one chunk, or raw
+ * under a declared content_length). NSV_EAGAIN when more than
+ * NSV_OPT_MAX_OUTPUT waits to be sent (nothing queued; a TCP_WRITABLE event
+ * with code 1 and conn = the request id comes once half of it has gone);
+ * NSV_ERANGE past the declared content_length; NSV_ESTATE when the request
+ * does not stream its body or was ended; NSV_ESTALE for an unknown id.
+ * After a final response that ends the body early (Connection: close, or a
+ * status >= 300, while the body is still being sent) the rest is not sent:
+ * pieces return NSV_OK and are dropped, and nsv_http_request_end returns
+ * NSV_OK. Since 1.3. */
+NSV_API int nsv_http_request_body(nsv_server *srv, uint64_t req, const char *data, size_t len);
+/* METHOD: end a streamed request body. NSV_ESTATE when fewer bytes than the
+ * declared content_length were sent (the request stays open: send the rest
+ * or cancel it) or it was ended already. Since 1.3. */
+NSV_API int nsv_http_request_end(nsv_server *srv, uint64_t req);
+/* METHOD: stop (paused != 0) or resume reading a request's response: no
+ * HTTP_BODY events come while paused and at most one read of data is
+ * buffered; the read timeout does not run. Since 1.3. */
+NSV_API int nsv_http_pause(nsv_server *srv, uint64_t req, int paused);
+/* METHOD: cancel a request: no more events carry its id; its connection,
+ * if it had one, is closed. NSV_ESTALE when it already ended. Since 1.3. */
+NSV_API int nsv_http_cancel(nsv_server *srv, uint64_t req);
+
+/* ---- WebSocket client ---- *
+ * nsv_ws_connect opens a ws:// or wss:// URL and returns a connection id at
+ * once (stale-safe like every connection id). The library sends the
+ * upgrade request (GET, Host, Upgrade, Connection, a fresh random
+ * Sec-WebSocket-Key, Sec-WebSocket-Version 13, the subprotocols offered)
+ * and checks the answer: status 101 (HTTP/1.1), "Upgrade: websocket", a
+ * Connection header with "upgrade", the Sec-WebSocket-Accept that matches
+ * the key, a subprotocol only if it was offered (one of them, one header),
+ * and no extension.
+ * Success: a WS_OPEN event with conn = the id, code 101, the response
+ * headers (nsv_ev_header: e.g. Sec-WebSocket-Protocol), path and query =
+ * the request's, route -1, peer = the server's address and NSV_EVF_TLS
+ * (with the TLS block) for wss://. From then on the connection is a
+ * WebSocket like the server's: WS_MESSAGE, WS_CLOSE, WS_PING/WS_PONG (with
+ * NSV_OPT_WS_CONTROL_EVENTS), then CLOSE; nsv_ws_send, nsv_ws_close,
+ * nsv_ws_send_many, nsv_close, nsv_pause_read, nsv_conn_set_tag and
+ * nsv_wakeup_conn work on it (a call before WS_OPEN: NSV_ESTATE, except
+ * nsv_close, nsv_conn_set_tag and nsv_wakeup_conn); frames that came in
+ * the same packet as the 101 are read as frames; every frame it sends is
+ * masked with a fresh random key (RFC 6455 5.3; from getrandom), and what
+ * the server sends is held to the server-side rules the other way round:
+ * a masked frame from the server is a protocol error (close 1002), as are
+ * bad RSV bits, bad control frames and bad continuation; invalid UTF-8 in
+ * text is 1007 and a message past NSV_OPT_WS_MAX_MESSAGE is 1009. Closing:
+ * after nsv_ws_close the client waits for the server's close frame, then
+ * closes TCP; a close the server starts is echoed and the server closes
+ * TCP; either wait is bounded by NSV_OPT_WS_CLOSE_TIMEOUT_MS.
+ * NSV_OPT_WS_PING_INTERVAL_MS pings servers too. nsv_ws_broadcast (by
+ * route) does not reach client connections. Failure before the open: an
+ * ERROR event with conn = the id and code NSV_ECONNREFUSED, NSV_ENOTFOUND
+ * (name), NSV_ETIMEDOUT (NSV_OPT_CONNECT_TIMEOUT_MS for connect and TLS,
+ * then NSV_OPT_HTTP_HEAD_TIMEOUT_MS for the answer, counted from the
+ * request; the body says which), NSV_ETLS, NSV_EPARSE (not a valid 101
+ * answer: the body gives the status line or the rule that failed),
+ * NSV_ETOOBIG (an answer head past NSV_OPT_HTTP_MAX_HEAD_BYTES or
+ * NSV_OPT_HTTP_MAX_HEADERS lines), NSV_ECLOSED (the server closed or reset
+ * the connection before the answer was complete) or NSV_ESTOPPED (the
+ * drain deadline passed), then CLOSE. wss:// verifies the server as
+ * https:// does (NSV_OPT_TLS_VERIFY_SERVER, NSV_OPT_TLS_CLIENT_CA_*, SNI).
+ * Sharded servers: from any thread, as nsv_connect (the call waits for a
+ * worker to take it; that worker's poller gets the events). Draining:
+ * open client WebSockets get a 1001 close like the server's; new calls
+ * get NSV_ESTOPPED. */
+/* METHOD: open a WebSocket client connection. url: "ws://" or "wss://"
+ * host [":" port] [path ["?" query]] ("#fragment" refused; no path: "/");
+ * headers: zero or more "Name: value\r\n" lines (e.g. Origin,
+ * Authorization, Cookie), without Host, Upgrade, Connection,
+ * Content-Length, Transfer-Encoding, TE or any Sec-WebSocket-* header (the
+ * library writes those); protocols: a comma-separated list of distinct
+ * subprotocol tokens ("chat, v2.chat"; at most 32), may be NULL with 0;
+ * flags: 0. Returns the connection id (> 0) or NSV_EINVAL (which argument
+ * broke which rule: nsv_last_error_detail), NSV_EURL, NSV_ENOTSUP (wss://
+ * without TLS), NSV_ESTOPPED (stopping or draining), NSV_ERANGE
+ * (NSV_OPT_MAX_CONNS connections are open), NSV_ENOMEM. Since 1.3. */
+NSV_API int64_t nsv_ws_connect(nsv_server *srv, const char *url, size_t url_len, const char *headers,
+                               size_t headers_len, const char *protocols, size_t protocols_len, uint32_t flags);
+
+/* ---- metrics and access log ----
+ *
+ * Counters (only grow) and gauges (now) of a server, summed over its
+ * workers, indexes into the array nsv_metrics fills. Ids are never reused;
+ * a later version appends. Reading is cheap and safe from any thread, at
+ * any time (each worker writes its own values; a read is a consistent
+ * snapshot of each value, not of the set).
+ *
+ * Latency histograms (NSV_OPT_METRICS_LATENCY): for each answered request
+ * the time from its head complete (a streamed body: its end) to the reply
+ * queued by the host (or the library: 404s, static files, errors), and to
+ * the reply's last byte handed to the kernel. NSV_M_LAT_BUCKETS cumulative
+ * buckets each, upper bounds in microseconds (nsv_metric_bucket_us): 100,
+ * 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
+ * 1000000, 2500000, 10000000, and +Inf; with a _SUM_US and a _COUNT.
+ * A request refused before its head was complete is timed from the
+ * refusal; a pipelined answer whose bytes still wait when the next
+ * request's head is complete counts as sent then.
+ *
+ * Shedding (NSV_OPT_SHED): a connection accepted at NSV_OPT_MAX_CONNS makes
+ * room on its worker by closing, in this order, the idle keep-alive
+ * connection idle longest, else the connection that has spent longest
+ * inside an unfinished request head (a slowloris), else nothing: then the
+ * new one is refused as before. Connections with a request at the host,
+ * a reply in progress, a streamed body, WebSockets, raw TCP and outbound
+ * connections are never closed for room. Each closed one counts in
+ * NSV_M_CONNS_EVICTED. A connection that has sent nothing, is in its TLS
+ * handshake or has not sent its PROXY header is inside its first request
+ * head from its accept. Each worker closes only its own connections; with a
+ * single acceptor (NSV_OPT_SHARD_ACCEPT 1, nsv_listen_fd on a sharded
+ * server) the worker the socket is handed to makes room among its own, else
+ * refuses it. Since 1.4.
+ */
+enum nsv_metric {
+    NSV_M_CONNS_ACCEPTED = 0,    /* counter: connections accepted (before ACL and PROXY) */
+    NSV_M_CONNS_ACTIVE = 1,      /* gauge: connections open (accepted and outbound) */
+    NSV_M_CONNS_REFUSED = 2,     /* counter: closed at accept: max_conns with nothing to
+                                    evict, or draining */
+    NSV_M_CONNS_DENIED = 3,      /* counter: closed by NSV_LOPT_ALLOW/DENY/PROXY_FROM */
+    NSV_M_CONNS_EVICTED = 4,     /* counter: closed to make room (shedding) */
+    NSV_M_REQUESTS = 5,          /* counter: requests answered (every status, by host or library) */
+    NSV_M_RESP_1XX = 6,          /* counters: answers by status class (101 upgrades count here;
+                                    statuses 600-999 count in NSV_M_REQUESTS only) */
+    NSV_M_RESP_2XX = 7,
+    NSV_M_RESP_3XX = 8,
+    NSV_M_RESP_4XX = 9,
+    NSV_M_RESP_5XX = 10,
+    NSV_M_BYTES_IN = 11,         /* counter: bytes read from sockets (after TLS: plain text) */
+    NSV_M_BYTES_OUT = 12,        /* counter: bytes written to sockets (plain text) */
+    NSV_M_PARSE_BAD_REQUEST = 13, /* counters: malformed requests by kind: 400 */
+    NSV_M_PARSE_HEAD_TOO_LARGE = 14, /* 431 */
+    NSV_M_PARSE_URI_TOO_LONG = 15,   /* 414 */
+    NSV_M_PARSE_BODY_TOO_LARGE = 16, /* 413 */
+    NSV_M_PARSE_OTHER = 17,      /* other refusals in C: 501 (Transfer-Encoding), 505 (version) */
+    NSV_M_PROXY_ERRORS = 18,     /* counter: PROXY headers missing, malformed or late */
+    NSV_M_TIMEOUT_REQUEST = 19,  /* counters: timeouts by kind: request head or body (408) */
+    NSV_M_TIMEOUT_IDLE = 20,     /* idle connections closed (NSV_OPT_IDLE_TIMEOUT_MS): HTTP
+                                    keep-alive, raw TCP streams */
+    NSV_M_TIMEOUT_OTHER = 21,    /* TLS handshake, PROXY header, WebSocket close, outbound */
+    NSV_M_WS_MESSAGES_IN = 22,   /* counters: WebSocket data messages received */
+    NSV_M_WS_MESSAGES_OUT = 23,  /* and sent (a broadcast counts once per connection) */
+    NSV_M_TLS_HANDSHAKES = 24,   /* counter: TLS handshakes completed (server side) */
+    NSV_M_TLS_FAILURES = 25,     /* counter: TLS handshakes failed (server side;
+                                    NSV_OPT_TLS_HANDSHAKE_FAILURES also counts outbound ones) */
+    NSV_M_OUTPUT_QUEUED = 26,    /* gauge: bytes buffered and not yet taken by the socket, all
+                                    connections (the rest of a file being sent is not counted) */
+    NSV_M_EVENTS_QUEUED = 27,    /* gauge: events waiting for the host (all workers) */
+    NSV_M_DRAINING = 28,         /* gauge: 1 once a drain started (NSV_OPT_DRAINING) */
+    NSV_M_ACCESS_DROPPED = 29,   /* counter: access records dropped (queue full) */
+    NSV_M_LAT_QUEUED_SUM_US = 30, /* latency to the reply queued: sum, count, buckets */
+    NSV_M_LAT_QUEUED_COUNT = 31,
+    NSV_M_LAT_QUEUED_BUCKET = 32, /* 32 .. 32 + NSV_M_LAT_BUCKETS - 1 */
+    NSV_M_LAT_FLUSHED_SUM_US = 48, /* latency to the reply's last byte sent */
+    NSV_M_LAT_FLUSHED_COUNT = 49,
+    NSV_M_LAT_FLUSHED_BUCKET = 50, /* 50 .. 50 + NSV_M_LAT_BUCKETS - 1 */
+    NSV_M_COUNT = 66,            /* values in this version */
+    NSV_M_LAT_BUCKETS = 16
+};
+
+/* METHOD: copy the first n values (at most NSV_M_COUNT of the loaded
+ * library) of the server's metrics, summed over its workers, into dst.
+ * Returns the number of values the library has (NSV_M_COUNT: a host built
+ * against an older header passes its own n and reads what it knows).
+ * Any thread. Since 1.4. */
+NSV_API int nsv_metrics(nsv_server *srv, uint64_t *dst, int n);
+/* METHOD: the same for one worker of a sharded server (0 .. workers - 1;
+ * a single loop is worker 0): its own share of each value, e.g. its queue
+ * of events (NSV_M_EVENTS_QUEUED). NSV_ERANGE for another worker. Since 1.4. */
+NSV_API int nsv_metrics_worker(nsv_server *srv, int worker, uint64_t *dst, int n);
+/* FUNCTION: the name of a metric ("conns_accepted", "resp_2xx",
+ * "lat_queued_bucket" for each bucket), or NULL past NSV_M_COUNT. Static
+ * storage. Since 1.4. */
+NSV_API const char *nsv_metric_name(int metric);
+/* FUNCTION: upper bound in microseconds of latency bucket i (0 ..
+ * NSV_M_LAT_BUCKETS - 1), -1 for the last (+Inf), NSV_ERANGE past it.
+ * Since 1.4. */
+NSV_API int64_t nsv_metric_bucket_us(int i);
+/* METHOD: the metrics in the Prometheus text exposition format (version
+ * 0.0.4: "# HELP" and "# TYPE" lines, counters ending in _total, the two
+ * latency histograms in seconds with their _bucket{le=...}, _sum and
+ * _count), every name prefixed with prefix (NULL or "" means "nanosrv_";
+ * letters, digits (not first) and '_' only, at most 64 bytes, NSV_EINVAL otherwise), and with
+ * worker="N" labels when per_worker is 1 (sharded servers). Returns the
+ * length written to dst, or NSV_ENOBUFS when cap is too small (then
+ * nsv_last_error_detail says the size needed; 32 KiB is always enough
+ * for per_worker 0). Answer "GET /metrics" with it and
+ * "Content-Type: text/plain; version=0.0.4". Any thread. Since 1.4. */
+NSV_API int64_t nsv_metrics_prometheus(nsv_server *srv, const char *prefix, size_t plen, int per_worker, char *dst, size_t cap);
+
+/*
+ * Access records (NSV_OPT_ACCESS_LOG > 0): one per completed request, when
+ * its answer is complete in the library (the reply queued, or a streamed
+ * reply ended), or when its connection closed first (status as sent, 0 if
+ * none). Answers made in C (404, static files, 400/408/413/431 ...) count.
+ * A record is this fixed part followed by method (at most 64 bytes), target (path and query as
+ * sent, at most 4096 bytes), peer (as in events), user agent (at most 512)
+ * and referer (at most 1024), none NUL-terminated (a request refused
+ * before its head was complete has an empty method and target); size is the whole
+ * record rounded up to 8, so records follow one another in the buffer
+ * nsv_access_take fills. Formats (common, combined, JSON) are the
+ * bindings' (docs/OPERATIONS.md). Since 1.4.
+ */
+typedef struct nsv_access_record {
+    uint32_t size;         /* bytes of the record with its strings, a multiple of 8 */
+    int32_t status;        /* status sent; 0 when the connection closed with none */
+    uint64_t conn;         /* connection id */
+    int64_t time_ms;       /* wall clock, ms since the epoch, at the request head complete */
+    uint64_t bytes_out;    /* response bytes (head and body as framed on the wire) */
+    uint64_t bytes_in;     /* request bytes (head and body as framed on the wire) */
+    uint32_t duration_us;  /* head complete -> answer complete in the library */
+    uint32_t listener;     /* listener id */
+    uint32_t peer_port;
+    uint32_t flags;        /* NSV_EVF_HTTP10, NSV_EVF_TLS, NSV_EVF_PROXY, NSV_EVF_HEAD */
+    uint32_t method_len, target_len, peer_len, ua_len, referer_len, reserved;
+} nsv_access_record;
+
+/* METHOD: move whole access records (nsv_access_record, each followed by
+ * its strings) into dst, oldest first, from every worker. Returns the bytes
+ * written, 0 when none wait, NSV_ENOBUFS when the next one does not fit an
+ * empty dst (8 KiB always fits one). Call it after each poll, or on a
+ * timer. Any thread. Since 1.4. */
+NSV_API int64_t nsv_access_take(nsv_server *srv, char *dst, size_t cap);
 
 /* ---- reading events (pure functions over an event and its arena) ---- */
 

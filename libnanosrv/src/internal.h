@@ -33,6 +33,8 @@ void nsv__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 
 /* ASCII helpers. */
 static inline int nsv__lower(int c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
 int nsv__strncaseeq(const char *a, const char *b, size_t n);
+/* Monotonic microseconds, never 0 (0 means "no stamp" where one is kept). */
+int64_t nsv__mono_us(void);
 /* IMF-fixdate of Unix time t (0 .. end of 9999) into o[29], locale-free (util/clock.c). */
 void nsv__imf_fixdate(int64_t t, char *o);
 /* Value of a hex digit (either case), or -1. */

@@ -156,6 +156,46 @@ static void test_errors(void)
     is_int(nsv_reply_end(s, sc), NSV_OK, "long stream ended");
     close(sfd);
 
+    /* A stream that ends while it is past the high water mark still gets its
+     * TCP_WRITABLE 1: a host that paused on the 0 (per connection, as the
+     * bindings do) would otherwise wait forever on the next keep-alive reply. */
+    sfd = client(port);
+    sends(sfd, "GET /big2 HTTP/1.1\r\nHost: h\r\n\r\n");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100, 20), "request for a stream that ends while blocked");
+    sc = ev.conn;
+    is_int(nsv_reply_start(s, sc, 200, NULL, 0), NSV_OK, "stream started");
+    blocked = 0, chunks = 0, bad = 0;
+    while (!blocked && chunks < 2048 && !bad) {
+        bad = nsv_send_chunk(s, sc, chunk, sizeof chunk) != NSV_OK;
+        chunks++;
+        int n = nsv_poll(s, evs, 64, arena, sizeof arena, 0);
+        for (int i = 0; i < n; i++)
+            if (evs[i].type == NSV_EV_TCP_WRITABLE && evs[i].conn == sc)
+                blocked = evs[i].code == 0;
+    }
+    ok(blocked && !bad, "TCP_WRITABLE 0 (after %d chunks)", chunks);
+    is_int(nsv_reply_end(s, sc), NSV_OK, "stream ended while past the high water mark");
+    t_end = nsv_millis() + 5000;
+    got = 0;
+    int closed = 0;
+    while (blocked && !closed && nsv_millis() < t_end) {
+        char rb[65536];
+        ssize_t r;
+        while ((r = recv(sfd, rb, sizeof rb, MSG_DONTWAIT)) > 0)
+            got += (size_t)r;
+        int n = nsv_poll(s, evs, 64, arena, sizeof arena, 5);
+        for (int i = 0; i < n; i++) {
+            if (evs[i].type == NSV_EV_TCP_WRITABLE && evs[i].conn == sc)
+                blocked = evs[i].code == 0;
+            closed |= evs[i].type == NSV_EV_CLOSE && evs[i].conn == sc;
+        }
+    }
+    ok(!blocked && !closed, "TCP_WRITABLE 1 after the ended stream drained (%zu bytes read)", got);
+    sends(sfd, "GET /after HTTP/1.1\r\nHost: h\r\n\r\n");
+    ok(wait_event(s, NSV_EV_REQUEST, &ev, 100, 20) && ev.conn == sc, "the next request on that connection");
+    is_int(nsv_reply(s, sc, 200, NULL, 0, "ok", 2), NSV_OK, "answered");
+    close(sfd);
+
     /* peer closes while the host holds a request */
     sends(fd, "GET /late HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
     ok(wait_event(s, NSV_EV_REQUEST, &ev, 100, 20), "third request");

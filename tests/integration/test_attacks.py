@@ -186,7 +186,8 @@ with echo_server("--idle-timeout-ms", "1000", "--request-timeout-ms", "5000") as
 # --- max connections ----------------------------------------------------------
 for threads in (None, "2"):
     tag = "max-conns%s" % (" (2 workers)" if threads else "")
-    with echo_server("--max-conns", "20", threads=threads) as srv:
+    # --shed 0: the refusal at the cap (with shedding on, the held idle ones would make room)
+    with echo_server("--max-conns", "20", "--shed", "0", threads=threads) as srv:
         held = [connect(srv.port) for _ in range(20)]
         for s in held:
             s.sendall(GET)

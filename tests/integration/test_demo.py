@@ -2,11 +2,12 @@
 """The `make run` demo: its page and assets from examples/demo/www (ETag,
 304), the API route, stream and echo, POST /upload (JSON per part, from
 curl and http.client), the SSE clock (events, HEAD, the stream ended on
-HANGUP), and the --www flag from another working directory."""
+HANGUP), GET /metrics, and the --www flag from another working directory."""
 import hashlib
 import http.client
 import json
 import os
+import re
 import select
 import socket
 import subprocess
@@ -143,6 +144,13 @@ s.sendall(b"GET /clock HTTP/1.1\r\nHost: x\r\n\r\n")
 eq(len([l for l in read_events(s, 2, time.monotonic() + 10).split(b"\n") if l.startswith(b"data: ")]), 2,
    "after 20 clients left, a new clock still ticks")
 s.close()
+# GET /metrics: the Prometheus text; the requests above are counted.
+r = urllib.request.urlopen(base + "/metrics", timeout=5)
+text = r.read().decode()
+eq(r.headers.get("Content-Type"), "text/plain; version=0.0.4", "GET /metrics: Prometheus text 0.0.4")
+accepted = re.search(r"^nanosrv_\w*accepted\w*_total (\d+)$", text, re.M)
+ok("# TYPE nanosrv_" in text and accepted and int(accepted.group(1)) > 20,
+   "/metrics: HELP/TYPE lines and the connections accepted so far", text[:300])
 eq(srv.stop(), 0, "demo exits 0 on SIGTERM")
 
 

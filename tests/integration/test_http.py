@@ -13,6 +13,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from nsvtest import ok, eq, done, echo_server, connect, read_response, request, closed_by_peer  # noqa
 
 srv = echo_server("--max-body", "65536", "--request-timeout-ms", "1500", "--idle-timeout-ms", "3000")
+if os.environ.get("NSV_TEST_FRONT"):  # the suite through build/http-proxy (tests/long/proxy_suites.sh)
+    from proxy_upstream import Front
+    srv = Front(srv, "--max-body", "65536", "--request-timeout-ms", "1500", "--idle-timeout-ms", "3000")
 P = srv.port
 
 
@@ -23,7 +26,9 @@ def get(path, extra=b""):
 # --- basics -----------------------------------------------------------------
 st, h, body = get(b"/hello/world?a=1&b=%20")
 eq(st, 200, "GET answers 200")
-eq(json.loads(body), {"method": "GET", "path": "/hello/world", "query": "a=1&b=%20", "body_len": 0},
+j = json.loads(body)
+eq((j.pop("peer", None), type(j.pop("peer_port", None))), ("127.0.0.1", int), "JSON names the client: peer, peer_port")
+eq(j, {"method": "GET", "path": "/hello/world", "query": "a=1&b=%20", "body_len": 0},
    "JSON contract: method, path (raw), query, body_len")
 eq(h.get("content-type"), "application/json", "JSON content type")
 ok("date" in h and h["date"].endswith("GMT"), "Date header added")

@@ -25,11 +25,11 @@ def ca(name):
        "-keyout", name + ".key", "-out", name + ".crt", "-days", "30", "-subj", "/CN=" + name)
 
 
-def cert(name, ca_name, host):
+def cert(name, ca_name, host, san=None):
     sh("openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
        "-keyout", name + ".key", "-out", name + ".csr", "-subj", "/CN=" + host)
     with open(os.path.join(tmp, name + ".ext"), "w") as f:
-        f.write("subjectAltName=DNS:%s\n" % host)
+        f.write("subjectAltName=%s\n" % (san or "DNS:" + host))
     sh("openssl", "x509", "-req", "-in", name + ".csr", "-CA", ca_name + ".crt", "-CAkey", ca_name + ".key",
        "-CAcreateserial", "-out", name + ".crt", "-days", "30", "-extfile", name + ".ext")
 
@@ -38,6 +38,8 @@ ca("ca")
 ca("otherca")
 cert("good", "ca", "localhost")
 cert("wrongname", "ca", "other.example")
+cert("ipsan", "ca", "ip-cert", "DNS:ip-cert,IP:127.0.0.1,IP:::1")
+cert("otherip", "ca", "ip-cert2", "IP:127.0.0.2")
 
 
 def tls_echo_server(certname):
@@ -85,8 +87,8 @@ def through_proxy(port, data):
         s.close()
 
 
-def proxy(target_port, ca_name):
-    return Server([os.path.join(BUILD, "tcp-proxy"), "--listen", "0", "--to", "localhost:%d" % target_port,
+def proxy(target_port, ca_name, host="localhost"):
+    return Server([os.path.join(BUILD, "tcp-proxy"), "--listen", "0", "--to", "%s:%d" % (host, target_port),
                    "--to-tls", "--ca", os.path.join(tmp, ca_name + ".crt")])
 
 
@@ -106,7 +108,23 @@ p = proxy(wrong_port, "ca")
 eq(through_proxy(p.port, b"must not pass"), b"", "certificate for another host name: connection refused")
 ok(p.alive(), "proxy keeps running after failed handshakes")
 eq(p.stop(), 0, "proxy exits 0")
+# An IP address as the host: the certificate must list it as an iPAddress
+# subjectAltName (RFC 6125; mbedTLS 2 compares names only, so the library
+# checks it), and no SNI is sent for it (RFC 6066).
+ip_ls, ip_port = tls_echo_server("ipsan")
+p = proxy(ip_port, "ca", "127.0.0.1")
+eq(through_proxy(p.port, b"by address"), b"by address", "tls://127.0.0.1 with an IP:127.0.0.1 subjectAltName: verified")
+eq(p.stop(), 0, "proxy exits 0")
+otherip_ls, otherip_port = tls_echo_server("otherip")
+p = proxy(otherip_port, "ca", "127.0.0.1")
+eq(through_proxy(p.port, b"must not pass"), b"", "tls://127.0.0.1 with only IP:127.0.0.2 listed: refused")
+eq(p.stop(), 0, "proxy exits 0")
+p = proxy(good_port, "ca", "127.0.0.1")
+eq(through_proxy(p.port, b"must not pass"), b"", "tls://127.0.0.1 with a DNS-only certificate: refused")
+eq(p.stop(), 0, "proxy exits 0")
 good_ls.close()
 wrong_ls.close()
+ip_ls.close()
+otherip_ls.close()
 shutil.rmtree(tmp, ignore_errors=True)
 done()

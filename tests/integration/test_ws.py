@@ -14,6 +14,9 @@ from nsvtest import ws_frame as frame, ws_read_frame as read_frame  # noqa
 import websockets  # noqa: E402
 
 srv = echo_server()
+if os.environ.get("NSV_TEST_FRONT"):  # the suite through build/http-proxy (tests/long/proxy_suites.sh)
+    from proxy_upstream import Front
+    srv = Front(srv)
 P = srv.port
 URL = "ws://127.0.0.1:%d/ws" % P
 

@@ -444,6 +444,35 @@ static void test_wakeup(int sharded)
     ok(wait_ev(s, -1, NSV_EV_CLOSE, conn, &ev, NULL, 200), "%s: CLOSE", kind);
     is_int(nsv_wakeup_conn(s, conn, "x", 1), NSV_ESTALE, "%s: wakeup for a closed connection -> ESTALE", kind);
     ok(strstr(nsv_last_error_detail(s), "not open") != NULL, "%s: detail: %s", kind, nsv_last_error_detail(s));
+
+    /* Once the host has the CLOSE, every call on the id says ESTALE: on a
+     * sharded server the worker retires the id before it queues the CLOSE,
+     * so a poll on another thread cannot see the CLOSE first. */
+    int closes = 0, stale = 0;
+    for (int k = 0; k < 150; k++) {
+        int cfd = tcp_client(nsv_listener_port(s, lid));
+        if (cfd < 0 || !wait_ev(s, -1, NSV_EV_TCP_OPEN, 0, &ev, NULL, 200)) {
+            if (cfd >= 0)
+                close(cfd);
+            break;
+        }
+        uint64_t id = ev.conn;
+        close(cfd);
+        nsv_close(s, id);
+        /* Spin (timeout 0) so the poll sees the CLOSE as early as it can. */
+        int got = 0;
+        for (int p = 0; p < 2000000 && !got; p++) {
+            int r = nsv_poll(s, evs, 256, arena, sizeof arena, p < 1000000 ? 0 : 1);
+            for (int i = 0; i < r && !got; i++)
+                got = evs[i].type == NSV_EV_CLOSE && evs[i].conn == id;
+        }
+        if (!got)
+            break;
+        closes++;
+        stale += nsv_wakeup_conn(s, id, "x", 1) == NSV_ESTALE && nsv_send(s, id, "x", 1) == NSV_ESTALE;
+    }
+    is_int(closes, 150, "%s: 150 closes, each a CLOSE", kind);
+    is_int(stale, closes, "%s: after each CLOSE, wakeup_conn and send -> ESTALE", kind);
     nsv_server_free(s);
 }
 

@@ -21,8 +21,12 @@ def ok(cond, name, diag=None):
     if not cond:
         _fail += 1
     print("%sok %d - %s" % ("" if cond else "not ", _n, name))
-    if not cond and diag is not None:
-        for line in str(diag).splitlines()[:20]:
+    if not cond:
+        # stderr too: prove shows it without -v, so a failure in CI says what failed
+        lines = str(diag).splitlines()[:20] if diag is not None else []
+        sys.stderr.write("not ok %d - %s\n" % (_n, name) + "".join("#   %s\n" % l for l in lines))
+        sys.stderr.flush()
+        for line in lines:
             print("#   " + line)
     sys.stdout.flush()
     return cond
@@ -120,11 +124,14 @@ def read_response(sock, head_only=False):
         pass
     elif "content-length" in hdrs:
         n = int(hdrs["content-length"])
-        while len(rest) < n:
-            chunk = sock.recv(65536)
+        parts, have = [rest], len(rest)  # joined once: += on bytes is quadratic for big bodies
+        while have < n:
+            chunk = sock.recv(max(65536, min(n - have, 1 << 20)))
             if not chunk:
                 break
-            rest += chunk
+            parts.append(chunk)
+            have += len(chunk)
+        rest = b"".join(parts)
         body, rest = rest[:n], rest[n:]
     elif hdrs.get("transfer-encoding", "").lower() == "chunked":
         while True:

@@ -224,10 +224,47 @@ static void test_large_body(void)
     ok(out == wn && memcmp(buf, want, wn) == 0, "large body: output intact (%zu bytes)", out);
 }
 
+/* Trailers are capped: at most 100 lines and 16 KiB of names and values in
+ * all, line ends not counted (an endless trailer section would otherwise
+ * keep a connection busy for ever). total: the name and value bytes. */
+static void trailer_case(const char *name, int lines, size_t total, int want)
+{
+    static char in[40000];
+    static result one, other;
+    size_t n = 0;
+    n += (size_t)sprintf(in + n, "0\r\n");
+    size_t left = total;
+    for (int i = 0; i < lines; i++) {
+        /* "X:" + value + CRLF; the last line takes what is left of total */
+        size_t share = i == lines - 1 ? left : total / (size_t)lines;
+        size_t vlen = share - 2;
+        memcpy(in + n, "X:", 2);
+        memset(in + n + 2, 'v', vlen);
+        memcpy(in + n + 2 + vlen, "\r\n", 2);
+        n += share + 2;
+        left -= share;
+    }
+    memcpy(in + n, "\r\n", 2);
+    n += 2;
+    feed(in, n, 0, 0, 0, &one);
+    is_int(one.ret, want, "%s", name);
+    feed(in, n, 0, 1, 0, &other);
+    is_int(other.ret, want, "%s: byte by byte", name);
+}
+
+static void test_trailer_caps(void)
+{
+    trailer_case("100 trailer lines accepted", 100, 100 * 8, 1);
+    trailer_case("101 trailer lines -> 400", 101, 101 * 8, -400);
+    trailer_case("16384 trailer bytes accepted", 8, 16384, 1);
+    trailer_case("16385 trailer bytes -> 400", 8, 16385, -400);
+}
+
 int main(void)
 {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(&cases[i]);
+    test_trailer_caps();
     test_long_lines();
     test_sticky_states();
     test_large_body();

@@ -1,9 +1,11 @@
 -- echo.lua - the echo contract of examples/echo_server.c, in Lua.
 --
---   luajit echo.lua --port N [--threads N] [--busy-us N] [--routes N]
+--   luajit echo.lua [--port N | --listen-fd N] [--threads N] [--busy-us N] [--routes N]
 --                   [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]
---                   [--max-body N] [--max-header-bytes N]
+--                   [--max-body N] [--max-header-bytes N] [--shed 0|1] [--reuseport]
 --                   [--cert FILE --key FILE [--ca FILE | --ca-optional FILE]]
+--                   [--proxy-protocol] [--proxy-from CIDRS] [--allow CIDRS] [--deny CIDRS]
+--                   [--access-log common|combined|json] [--drain-ms N] [--no-metrics-latency]
 --
 -- Prints "listening on PORT" once ready. POST|PUT /echo answers the body
 -- byte for byte; /ws echoes WebSocket messages when the library has
@@ -11,13 +13,28 @@
 -- streams in and answers one JSON object per part (name, filename,
 -- content_type, size, sha256), 400 for a malformed body, 415 for another
 -- type; GET /sse?n=N sends N server-sent events with data 0..N-1, then ends;
--- everything else gets a JSON description of the request.
+-- GET /metrics answers the metrics in the Prometheus text format, GET
+-- /healthz "ok", GET /readyz "ready" (503 "draining" once a drain started);
+-- everything else gets a JSON description of the request: method, path,
+-- query, body_len, the client's peer and peer_port, and "front" (the load
+-- balancer's address) when a PROXY protocol header named the client.
 -- With --cert and --key it serves https and wss instead of http and ws (the
 -- description then adds "sni" and "subject"); --ca asks for client
 -- certificates signed by that CA (--ca-optional lets clients without one in),
 -- and the description carries the verified client subject.
--- LuaJIT cannot catch signals, so SIGTERM/SIGINT end the process at once
--- (no drain, unlike the C server).
+-- Behind a load balancer: --proxy-protocol makes every connection start
+-- with a PROXY protocol header (v1 or v2); --proxy-from lists the fronts
+-- allowed to connect; --allow and --deny are client address lists
+-- ("10.0.0.0/8, ::1"). --reuseport lets several processes bind the port;
+-- --listen-fd N serves the listening socket N; with neither --port nor
+-- --listen-fd, sockets passed by systemd socket activation (LISTEN_FDS) are
+-- served, else port 8080. --access-log writes one line per request to
+-- stdout after the "listening on" line. --no-metrics-latency turns the
+-- latency histograms off; --shed 0 refuses new connections at --max-conns
+-- instead of closing idle ones for room.
+-- SIGTERM/SIGINT drain, as the C server does: in-flight requests finish
+-- (--drain-ms, default 5000, at most), then it exits 0 (the library handles
+-- the signal: LuaJIT cannot run Lua in a signal handler).
 
 -- Find nanosrv.lua next to this directory when run from a source tree.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/examples/[^/]*$")) or "."
@@ -27,40 +44,60 @@ local ffi = require("ffi")
 local nanosrv = require("nanosrv")
 local sha256 = dofile(here .. "/examples/sha256.lua")
 
-local flags = { port = 8080, threads = 0, ["busy-us"] = 0, routes = 0 }
+local flags = { port = 8080, threads = 0, ["busy-us"] = 0, routes = 0, ["drain-ms"] = 5000 }
 local lib_opts = { ["request-timeout-ms"] = true, ["idle-timeout-ms"] = true, ["max-conns"] = true,
-                   ["max-body"] = true, ["max-header-bytes"] = true }
+                   ["max-body"] = true, ["max-header-bytes"] = true, shed = true }
 local files = { cert = "tls_cert_file", key = "tls_key_file", ca = "tls_ca_file", ["ca-optional"] = "tls_ca_file" }
-local opts = {}
+local lists = { ["proxy-from"] = "proxy_from", allow = "allow", deny = "deny" }
+local ACCESS = { common = true, combined = true, json = true }
+local opts, listen_opts, port_given, listen_fd, access = {}, {}, false, nil, nil
+local USAGE = "usage: echo.lua [--port N | --listen-fd N] [--threads N] [--busy-us N] [--routes N]\n" ..
+              "       [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]\n" ..
+              "       [--max-body N] [--max-header-bytes N] [--shed 0|1] [--reuseport]\n" ..
+              "       [--cert FILE --key FILE [--ca FILE | --ca-optional FILE]]\n" ..
+              "       [--proxy-protocol] [--proxy-from CIDRS] [--allow CIDRS] [--deny CIDRS]\n" ..
+              "       [--access-log common|combined|json] [--drain-ms N] [--no-metrics-latency]\n" ..
+              "Without --port or --listen-fd it serves the sockets of systemd socket activation\n" ..
+              "(LISTEN_FDS) when there are some, else port 8080.\n"
 local function usage()
-    io.stderr:write("usage: echo.lua --port N [--threads N] [--busy-us N] [--routes N]\n",
-                    "       [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]\n",
-                    "       [--max-body N] [--max-header-bytes N]\n",
-                    "       [--cert FILE --key FILE [--ca FILE | --ca-optional FILE]]\n")
+    io.stderr:write(USAGE)
     os.exit(2)
 end
 do
     local i = 1
     while i <= #arg do
         local name, v = (arg[i]:match("^%-%-(.+)$")), arg[i + 1]
-        if name and v and files[name] then
+        if name == "help" or arg[i] == "-h" then
+            io.stdout:write(USAGE)
+            os.exit(0)
+        elseif name == "proxy-protocol" then listen_opts.proxy_protocol = true; i = i - 1
+        elseif name == "reuseport" then opts.reuseport = true; i = i - 1
+        elseif name == "no-metrics-latency" then opts.metrics_latency = false; i = i - 1
+        elseif name and v and lists[name] then listen_opts[lists[name]] = v
+        elseif name == "access-log" and v and ACCESS[v] then access = v
+        elseif name and v and files[name] then
             if opts[files[name]] then usage() end -- --ca and --ca-optional are one choice
             opts[files[name]] = v
             if name == "ca" then opts.tls_verify_client = "required" end
             if name == "ca-optional" then opts.tls_verify_client = "optional" end
+        elseif name == "listen-fd" and v and tonumber(v) then listen_fd = tonumber(v)
         elseif not name or not v or not (flags[name] or lib_opts[name]) or not tonumber(v) then
             usage()
-        elseif flags[name] then flags[name] = tonumber(v)
+        elseif flags[name] then
+            flags[name] = tonumber(v)
+            if name == "port" then port_given = true end
         else opts[name:gsub("-", "_")] = tonumber(v) end
         i = i + 2
     end
 end
+if (port_given and listen_fd) or flags["drain-ms"] < 0 then usage() end
 if (opts.tls_cert_file == nil) ~= (opts.tls_key_file == nil) or (opts.tls_ca_file and not opts.tls_cert_file) then
     io.stderr:write("echo.lua: --cert and --key go together (and --ca needs them)\n")
     os.exit(2)
 end
 if flags.threads > 0 then opts.threads = flags.threads end
 
+if access then opts.access_log = access end
 local ok, srv = pcall(nanosrv.server, opts)
 if not ok then
     io.stderr:write("echo.lua: ", tostring(srv), "\n")
@@ -118,13 +155,16 @@ local function describe(req, res)
     local path, query = req.path, req.query
     if #path > 8192 then path = path:sub(1, 8192) end
     if #query > 8192 then query = query:sub(1, 8192) end
-    local tls = ""
+    local tls, front = "", ""
     if req.tls then
         local t = req.tls
         tls = ',"sni":' .. json_str(t.sni) .. ',"subject":' .. json_str(t.subject)
     end
+    local proxy = req.proxy -- the client's address came in a PROXY protocol header
+    if proxy then front = ',"front":' .. json_str(proxy.front:sub(1, 128)) end
     res:send(200, '{"method":' .. json_str(req.method) .. ',"path":' .. json_str(path) ..
-                  ',"query":' .. json_str(query) .. ',"body_len":' .. req.body_len .. tls .. '}', JSON)
+                  ',"query":' .. json_str(query) .. ',"body_len":' .. req.body_len .. tls ..
+                  ',"peer":' .. json_str(req.peer:sub(1, 128)) .. ',"peer_port":' .. req.port .. front .. '}', JSON)
 end
 srv:fallback(describe)
 for i = 0, flags.routes - 1 do srv:route("GET", "/dummy/" .. i .. "/:id", describe) end
@@ -188,12 +228,62 @@ if nanosrv.features.websocket then
     srv:websocket("/ws", { message = function(ws, data, opcode) ws:send(data, opcode) end })
 end
 
+-- Operations: the Prometheus text, liveness, and readiness that fails from
+-- the drain's start (for the keep-alive connections a front still holds).
+local PROM = "Content-Type: text/plain; version=0.0.4\r\n"
+srv:route("GET", "/metrics", function(_, res)
+    local mok, text = pcall(srv.metrics_text, srv)
+    if not mok then return res:send(500, tostring(text), TEXT) end
+    res:send(200, text, PROM)
+end)
+srv:route("GET", "/healthz", function(_, res) res:send(200, "ok", TEXT) end)
+srv:route("GET", "/readyz", function(_, res)
+    if srv:draining() then return res:send(503, "draining", TEXT) end
+    res:send(200, "ready", TEXT)
+end)
+
+-- The sockets: --listen-fd N, else systemd's when neither flag names one,
+-- else a socket of our own on the port.
 local scheme = opts.tls_cert_file and "https" or "http"
-local lok, port = pcall(srv.listen, srv, scheme .. "://0.0.0.0:" .. flags.port)
+-- The listener options come after, so that a bad address list exits 2
+-- (a usage error) and a port in use 1, as in the C server.
+local lok, port, lid
+local function inherited() -- malformed LISTEN_* variables are a usage error
+    local iok, fds = pcall(nanosrv.inherited_fds, false)
+    if not iok then
+        io.stderr:write("echo.lua: LISTEN_FDS: ", tostring(fds), "\n")
+        os.exit(2)
+    end
+    return #fds
+end
+if listen_fd then
+    lok, port, lid = pcall(srv.listen_fd, srv, listen_fd, scheme .. "://0.0.0.0:0")
+elseif not port_given and inherited() > 0 then
+    local got
+    lok, got = pcall(srv.listen_inherited, srv, scheme .. "://0.0.0.0:0")
+    if lok then
+        port, lid = got[1].port, {}
+        for k, l in ipairs(got) do lid[k] = l.id end
+    else
+        port = got
+    end
+else
+    lok, port, lid = pcall(srv.listen, srv, scheme .. "://0.0.0.0:" .. flags.port)
+end
 if not lok then
     io.stderr:write("echo.lua: ", tostring(port), "\n")
     os.exit(1)
 end
+for _, id in ipairs(type(lid) == "table" and lid or { lid }) do
+    local sok, err = pcall(srv.set_listener, srv, id, listen_opts)
+    if not sok then
+        io.stderr:write("echo.lua: ", tostring(err), "\n")
+        os.exit(2)
+    end
+end
+srv:drain_on_signal({ "SIGINT", "SIGTERM" }, flags["drain-ms"])
 io.stdout:write("listening on ", port, "\n")
 io.stdout:flush()
 srv:run()
+srv:close()
+os.exit(0)

@@ -1,6 +1,7 @@
--- The Lua snippets of README.md's "Web applications", "TLS" and "Raw TCP"
+-- The Lua snippets of README.md's "Web applications", "TLS", "Raw TCP" and "Operations"
 -- sections run as written (the TLS one in a directory holding the files it
--- names, made with the openssl command).
+-- names, made with the openssl command), and those of "WebSocket client"
+-- in a child process each (one that never stops is killed).
 local T = dofile((debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".") .. "/support/tap.lua")
 local f = assert(io.open(T.bindir .. "/README.md", "rb"))
 local text = f:read("*a")
@@ -8,6 +9,7 @@ f:close()
 local web = text:match("\n## Web applications\n(.-)\n## [^#]") or ""
 local tls = text:match("\n## TLS\n(.-)\n## ") or ""
 local tcp = text:match("\n## Raw TCP\n(.-)\n## ") or ""
+local ops = text:match("\n## Operations: load balancers, metrics, access log\n(.-)\n## [^#]") or ""
 
 -- server.crt / server.key / clients-ca.crt for the TLS snippet.
 local ffi = require("ffi")
@@ -33,6 +35,7 @@ local snippets = {}
 for code in web:gmatch("\n```lua\n(.-)\n```") do snippets[#snippets + 1] = { code } end
 for code in tls:gmatch("\n```lua\n(.-)\n```") do snippets[#snippets + 1] = { code, true } end
 for code in tcp:gmatch("\n```lua\n(.-)\n```") do snippets[#snippets + 1] = { code } end
+for code in ops:gmatch("\n```lua\n(.-)\n```") do snippets[#snippets + 1] = { code } end
 for _, sn in ipairs(snippets) do
     local code = sn[1]
     n = n + 1
@@ -44,6 +47,25 @@ for _, sn in ipairs(snippets) do
         T.ok(ok, "README snippet " .. n .. " runs", rerr)
     end
 end
-T.ok(n >= 7, "README has its Lua snippets (" .. n .. ")")
+T.ok(n >= 9, "README has its Lua snippets (" .. n .. ")")
+
+local wsc = text:match("\n## WebSocket client\n(.-)\n## ") or ""
+local nws = 0
+for code in wsc:gmatch("\n```lua\n(.-)\n```") do
+    nws = nws + 1
+    local name = "README WebSocket client snippet " .. nws
+    local fn, err = loadstring(code, name)
+    T.ok(fn ~= nil, name .. " compiles", err)
+    if fn then
+        local file = os.tmpname()
+        local f = assert(io.open(file, "wb"))
+        f:write("package.path = ", string.format("%q", package.path), " .. package.path\n", code, "\n")
+        f:close()
+        local rc, _, rerr = T.run("luajit " .. file, nil, 20000)
+        os.remove(file)
+        T.ok(rc == 0, name .. " runs", rerr)
+    end
+end
+T.ok(nws >= 2, "README has its WebSocket client snippets (" .. nws .. ")")
 os.execute("rm -rf " .. dir)
 T.done()

@@ -46,7 +46,8 @@ end
 T.raises("needs a table of handlers", "a tcp:// listener without handlers is refused", srv.listen, srv, "tcp://127.0.0.1:0")
 T.raises("unknown handler 'on_bogus'", "unknown handler names are refused", srv.listen, srv, "tcp://127.0.0.1:0",
          { on_bogus = function() end })
-T.raises("handlers are for tcp", "handlers on an http listener are refused", srv.listen, srv, "http://127.0.0.1:0", {})
+T.raises("handlers are for tcp", "handlers on an http listener are refused", srv.listen, srv, "http://127.0.0.1:0",
+         { on_data = function() end })
 
 local log, conns = {}, {}
 local behaviour = {} -- per test: what the server does with a connection

@@ -6,6 +6,9 @@
 //        [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N]
 //        [--max-body N] [--max-header-bytes N] [--backend koffi|ffi-napi]
 //        [--cert FILE --key FILE [--ca FILE]]
+//        [--proxy-protocol] [--proxy-from CIDRS] [--allow CIDRS] [--deny CIDRS]
+//        [--reuseport] [--listen-fd N] [--access-log common|combined|json] [--drain-ms N]
+//        [--shed 0|1] [--no-metrics-latency]
 //
 // With --cert/--key it serves https and wss (the same contract); --ca asks
 // for client certificates verified against that CA (required), and the
@@ -15,8 +18,17 @@
 // multipart/form-data body while it streams in and answers the JSON array
 // of its parts {name, filename|null, content_type|null, size, sha256} (400
 // malformed, 415 another media type); GET /sse?n=N sends N events with data
-// 0..N-1, then ends; everything else gets a JSON description of the
-// request. SIGTERM/SIGINT drain, then exit 0.
+// 0..N-1, then ends; GET /metrics is the Prometheus text, GET /healthz
+// answers "ok", GET /readyz "ready" (503 "draining" once a drain started);
+// everything else gets a JSON description of the request, with the peer's
+// address and port (the client's from the PROXY header behind a front,
+// and then "front", the front's address). --proxy-protocol takes a PROXY
+// header of either version on every connection; --proxy-from, --allow and
+// --deny are the listener's address lists; --listen-fd N adopts a listening
+// socket, and with neither --port nor --listen-fd a socket passed by systemd
+// socket activation is adopted (fd 3). --access-log writes one line per
+// request to stdout after "listening on PORT". SIGTERM/SIGINT drain (up to
+// --drain-ms, default 5000), then exit 0.
 const crypto = require('crypto');
 const nanosrv = require('..');
 
@@ -28,17 +40,34 @@ const LIMITS = {
 function usage() {
   process.stderr.write('usage: echo.js --port N [--threads N] [--busy-us N] [--routes N] [--backend koffi|ffi-napi]\n' +
     '       [--request-timeout-ms N] [--idle-timeout-ms N] [--max-conns N] [--max-body N] [--max-header-bytes N]\n' +
-    '       [--cert FILE --key FILE [--ca FILE]]\n');
+    '       [--cert FILE --key FILE [--ca FILE]]\n' +
+    '       [--proxy-protocol] [--proxy-from CIDRS] [--allow CIDRS] [--deny CIDRS]\n' +
+    '       [--reuseport] [--listen-fd N] [--access-log common|combined|json] [--drain-ms N]\n' +
+    '       [--shed 0|1] [--no-metrics-latency]\n');
   process.exit(2);
 }
 
-const args = { port: 8080, threads: 1, busyUs: 0, routes: 0, backend: undefined, cert: null, key: null, ca: null };
+const args = { port: null, threads: 1, busyUs: 0, routes: 0, backend: undefined, cert: null, key: null, ca: null,
+  listenFd: null, drainMs: 5000 };
 const opts = {};
+const lopts = {}; // the listener's options
+const LISTS = { '--proxy-from': 'proxyFrom', '--allow': 'allow', '--deny': 'deny' };
+const SWITCHES = {
+  '--proxy-protocol': () => { lopts.proxyProtocol = true; },
+  '--reuseport': () => { opts.reuseport = true; },
+  '--no-metrics-latency': () => { opts.metricsLatency = 0; },
+};
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i += 2) {
   const flag = argv[i], v = argv[i + 1];
+  if (SWITCHES[flag]) { SWITCHES[flag](); i--; continue; }
   if (v === undefined) usage();
   if (flag === '--port') args.port = +v;
+  else if (LISTS[flag]) lopts[LISTS[flag]] = v;
+  else if (flag === '--listen-fd') args.listenFd = +v;
+  else if (flag === '--access-log') opts.accessLog = v;
+  else if (flag === '--drain-ms') args.drainMs = +v;
+  else if (flag === '--shed') opts.shed = +v;
   else if (flag === '--threads') args.threads = +v;
   else if (flag === '--busy-us') args.busyUs = +v;
   else if (flag === '--routes') args.routes = +v;
@@ -113,6 +142,9 @@ async function main() {
       res.setHeader('Content-Type', 'application/json');
       const d = { method: req.method, path: clip(req.path), query: clip(req.querystring), body_len: req.bodyLength };
       if (req.tls) { d.sni = req.tls.servername; d.subject = req.tls.subject; }
+      d.peer = req.remoteAddress;
+      d.peer_port = req.remotePort;
+      if (req.proxy) d.front = req.proxy.front;
       res.end(JSON.stringify(d));
     });
   } catch (e) {
@@ -127,6 +159,9 @@ async function main() {
   srv.post('/echo', echo).put('/echo', echo);
   srv.post('/upload', upload, { streamBody: true });
   srv.get('/sse', sse);
+  srv.get('/metrics', srv.metricsHandler());
+  srv.get('/healthz', (req, res) => { res.setHeader('Content-Type', 'text/plain'); res.end('ok'); });
+  srv.get('/readyz', srv.readinessHandler());
   for (let i = 0; i < args.routes; i++) srv.get(`/dummy/${i}/:id`, (req, res) => res.end('dummy'));
   try {
     srv.ws('/ws', { message: (ws, data) => ws.send(data) });
@@ -134,13 +169,17 @@ async function main() {
     process.stderr.write(`echo.js: no WebSocket endpoint: ${e.message}\n`);
   }
   let port;
+  const scheme = args.cert ? 'https' : 'http';
   try {
-    port = await srv.listen(args.cert ? `https://0.0.0.0:${args.port}` : args.port, '0.0.0.0');
+    if (args.listenFd !== null) port = await srv.listen({ ...lopts, fd: args.listenFd, url: `${scheme}://0.0.0.0:0` });
+    else if (args.port === null && (port = (await srv.listenInherited({ ...lopts, url: `${scheme}://0.0.0.0:0` }))[0])) port = port.port;
+    else port = await srv.listen(`${scheme}://0.0.0.0:${args.port === null ? 8080 : args.port}`, lopts);
   } catch (e) {
     process.stderr.write(`echo.js: listen: ${e.message}\n`);
-    process.exit(1);
+    // A bad address list is a usage error, as with echo-server.
+    process.exit(e.code === 'NSV_EINVAL' || e.code === 'NSV_ERANGE' ? 2 : 1);
   }
-  const stop = () => srv.close(5000).then(() => process.exit(0));
+  const stop = () => srv.close(args.drainMs).then(() => process.exit(0));
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
   process.stdout.write(`listening on ${port}\n`);

@@ -214,7 +214,9 @@ function serve(options, handler) {
   const scheme = tls ? 'https' : 'http';
   const onError = typeof options.onError === 'function' ? options.onError : null;
   const coreOpts = { streamBody: true, maxBody: MAX_BODY };
-  for (const k of ['backend', 'library', 'threads']) if (options[k] !== undefined) coreOpts[k] = options[k];
+  for (const k of ['backend', 'library', 'threads', 'accessLog', 'accessLogStream', 'accessLogQueue', 'maxConns', 'shed', 'reuseport']) {
+    if (options[k] !== undefined) coreOpts[k] = options[k];
+  }
   if (tls) {
     if (tls.cert) coreOpts.tlsCertPem = pem(tls.cert);
     if (tls.key) coreOpts.tlsKeyPem = pem(tls.key);
@@ -254,6 +256,7 @@ function serve(options, handler) {
     let request = null;
     const info = {
       remoteAddr: { hostname: req.remoteAddress, port: req.remotePort, transport: 'tcp' },
+      proxy: req.proxy, // the front's fields behind a PROXY protocol front, else null
       server, incoming: req, outgoing: res,
     };
     const method = req.method;
@@ -277,7 +280,8 @@ function serve(options, handler) {
   const hostname = options.hostname || '0.0.0.0';
   let p;
   try {
-    p = core._listenNow(`${scheme}://${formatHost(hostname)}:${port}`); // throws (NSV_EADDRINUSE...) here, as Deno.serve does
+    // throws (NSV_EADDRINUSE, a bad address list...) here, as Deno.serve does
+    p = core._listenNow(options.fd !== undefined ? `${scheme}://0.0.0.0:0` : `${scheme}://${formatHost(hostname)}:${port}`, undefined, options);
   } catch (e) {
     core.close(0);
     throw e;

@@ -107,6 +107,8 @@ class Socket extends Duplex {
     this._conn = conn;
     this.pending = false;
     this.remoteAddress = info.remoteAddress;
+    // Came through a PROXY protocol front: remoteAddress is the client's from its header.
+    this.proxied = !!info.proxied;
     this.remotePort = info.remotePort;
     this.remoteFamily = info.remoteAddress && info.remoteAddress.includes(':') ? 'IPv6' : 'IPv4';
     this.encrypted = !!info.encrypted;
@@ -160,7 +162,9 @@ class Socket extends Duplex {
     if (!this.push(buf)) this._pauseLib(true);
   }
 
-  _tcpEnd() { this._eof = true; this.push(null); }
+  // With nothing left unread, 'end' comes now (as node's read(0) at
+  // accept makes it): a socket its handler never reads still closes.
+  _tcpEnd() { this._eof = true; this.push(null); if (this.readableLength === 0 && !this.readableFlowing) this.read(0); }
 
   _tcpWritable(ok) {
     this._over = !ok;
@@ -359,15 +363,18 @@ class Server extends EventEmitter {
 
   get listening() { return this._addr !== null && !this._closing; }
 
-  // listen([port][, host][, backlog][, cb]) | listen({ port, host }[, cb]).
+  // listen([port][, host][, backlog][, cb]) | listen({ port, host }[, cb]);
+  // the object form also takes the listener options (proxyProtocol,
+  // proxyTimeoutMs, proxyFrom, allow, deny: README "Behind a load balancer").
   listen(...args) {
-    let port = 0, host = '0.0.0.0', cb = null;
+    let port = 0, host = '0.0.0.0', cb = null, lopts;
     if (args.length && typeof args[args.length - 1] === 'function') cb = args.pop();
     const a0 = args[0];
     if (a0 !== null && typeof a0 === 'object') {
       if (a0.path !== undefined) throw new Error('nanosrv/net: Unix domain sockets are not supported');
       if (a0.port !== undefined) port = Number(a0.port);
       if (a0.host) host = a0.host;
+      lopts = a0;
     } else {
       if (a0 !== undefined && a0 !== null) port = Number(a0);
       if (typeof args[1] === 'string') host = args[1];
@@ -376,14 +383,14 @@ class Server extends EventEmitter {
     if (cb) this.once('listening', cb);
     if (this._srv !== null) throw new Error('nanosrv/net: server is already listening');
     try {
-      this._listen(port, host);
+      this._listen(port, host, lopts);
     } catch (e) {
       process.nextTick(() => this.emit('error', nodeError(e)));
     }
     return this;
   }
 
-  _listen(port, host) {
+  _listen(port, host, lopts) {
     const o = this._opts;
     const nsvOpts = { idleTimeoutMs: IDLE_MS };
     if (o.threads !== undefined) nsvOpts.threads = o.threads;
@@ -409,7 +416,7 @@ class Server extends EventEmitter {
     srv.on('wakeup', (conn, data) => this.emit('wakeup', conn, data));
     let p;
     try {
-      p = srv._listenNow(hostUrl(secure ? 'tls' : 'tcp', host, port));
+      p = srv._listenNow(hostUrl(secure ? 'tls' : 'tcp', host, port), undefined, lopts);
     } catch (e) {
       srv.close(0);
       throw e;

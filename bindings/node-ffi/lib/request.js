@@ -31,6 +31,16 @@ function parseSubject(text) {
   return o;
 }
 
+// The front's fields of a PROXY protocol connection (block fields 2..8):
+// front (the load balancer's address), frontPort, dst and dstPort (where
+// the client connected on the front), ssl (the TLS version the client spoke
+// to the front), authority (its SNI) and alpn; '' where the header said nothing.
+function proxyInfo(parts) {
+  const s = (i) => parts[i] || '';
+  const n = (i) => (parts[i] ? Number(parts[i]) : 0);
+  return { front: s(2), frontPort: n(3), dst: s(4), dstPort: n(5), ssl: s(6), authority: s(7), alpn: s(8) };
+}
+
 class Request extends Readable {
   constructor(arena, u32, w, conn, srv, streamOpts) {
     super(streamOpts || STREAM_OPTS);
@@ -47,12 +57,17 @@ class Request extends Readable {
     this._bo = u32[w + W.body_off]; this._bl = u32[w + W.body_len];
     this._eo = u32[w + W.peer_off]; this._el = u32[w + W.peer_len];
     this.remotePort = u32[w + W.peer_port];
-    // TLS block "sni\0subject\0": small, read now (the arena is reused).
+    // TLS block "sni\0subject\0", extended by the front's fields when the
+    // connection came through a PROXY protocol front: small, read now (the
+    // arena is reused).
     this.tls = null;
-    if (this.flags & C.NSV_EVF_TLS) {
+    this.proxy = null;
+    const f = this.flags;
+    if (f & (C.NSV_EVF_TLS | C.NSV_EVF_PROXY)) {
       const to = u32[w + W.tls_off], tl = u32[w + W.tls_len];
-      const parts = tl ? arena.toString('utf8', to, to + tl).split('\0') : ['', ''];
-      this.tls = { servername: parts[0] || '', subject: parts[1] || '', authorized: !!parts[1] };
+      const parts = tl ? arena.toString('utf8', to, to + tl).split('\0') : [];
+      if (f & C.NSV_EVF_TLS) this.tls = { servername: parts[0] || '', subject: parts[1] || '', authorized: !!parts[1] };
+      if (f & C.NSV_EVF_PROXY) this.proxy = proxyInfo(parts);
     }
     this._socket = undefined;
     this.streaming = (this.flags & C.NSV_EVF_STREAM_BODY) !== 0;
@@ -116,6 +131,7 @@ class Request extends Readable {
       encrypted: tls !== null,
       remoteAddress: this._el ? this.remoteAddress : undefined,
       remotePort: this.remotePort,
+      proxy: this.proxy,
       servername: tls ? tls.servername || false : undefined,
       authorized: tls ? tls.authorized : undefined,
       getPeerCertificate: () => (tls && tls.subject ? { subject: parseSubject(tls.subject), subjectString: tls.subject } : {}),
@@ -282,4 +298,4 @@ function decodeParam(v) {
   try { return decodeURIComponent(v); } catch { return v; }
 }
 
-module.exports = { Request, parseSubject };
+module.exports = { Request, parseSubject, proxyInfo };

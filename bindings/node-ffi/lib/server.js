@@ -11,6 +11,11 @@ const { Response, checkBody, checkStatus, headerBlock } = require('./response');
 const crypto = require('crypto');
 const { WebSocket } = require('./websocket');
 const { Pump } = require('./pump');
+const { fetchOn } = require('./client/fetch');
+const { boundWebSocket } = require('./client/websocket');
+const listener = require('./listener');
+const metrics = require('./metrics');
+const accessLog = require('./access_log');
 
 const EMPTY = Buffer.alloc(0);
 // String option ids start here (enum nsv_str_option).
@@ -19,7 +24,14 @@ const STR_OPTION_MIN = C.NSV_OPT_TLS_CERT_FILE;
 const STATUS_OF = { [C.NSV_ETOOBIG]: 413, [C.NSV_ETIMEDOUT]: 408, [C.NSV_EPARSE]: 400 };
 // Options handled by the binding; every other key is a library option, given
 // in camelCase (maxBody -> NSV_OPT_MAX_BODY via nsv_opt_by_name).
-const OWN = new Set(['backend', 'library', 'threads', 'maxEvents', 'arenaSize', 'handler', 'bodyHighWaterMark']);
+// The listener options given here are the defaults of every listen().
+const OWN = new Set(['backend', 'library', 'threads', 'sharded', 'maxEvents', 'arenaSize', 'handler', 'bodyHighWaterMark',
+  'accessLog', 'accessLogStream', 'accessLogQueue', ...listener.KEYS]);
+// Records kept per worker for nsv_access_take when the access log is on.
+const ACCESS_QUEUE = 4096;
+// How often records are taken when no event wakes the server (a sharded
+// server's workers write them after the replies the Node thread sent).
+const ACCESS_EVERY_MS = 200;
 // URL schemes listen() accepts as a string.
 const SCHEMES = /^(https?|wss?|tcp|tls):\/\//;
 
@@ -41,6 +53,28 @@ function toBuf(x) {
   return typeof x === 'string' ? Buffer.from(x, 'utf8') : x;
 }
 
+// Servers not closed when the process exits are freed on 'exit': their
+// worker threads would otherwise run on while the process tears down (the
+// FFI unloads the library under them: a crash at exit). The shared client
+// server of lib/client is one such server.
+const live = new Set();
+let exitHook = false;
+
+function track(srv) {
+  live.add(srv);
+  if (exitHook) return;
+  exitHook = true;
+  process.once('exit', () => {
+    for (const s of live) {
+      if (s._h === null) continue;
+      if (s._pump) s._pump.stop();
+      s._f.nsv_server_free(s._h);
+      s._h = null;
+    }
+    live.clear();
+  });
+}
+
 function snake(name) { return name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`); }
 
 class Server extends EventEmitter {
@@ -56,11 +90,15 @@ class Server extends EventEmitter {
     if (!Number.isInteger(threads) || threads < 0) throw typeError('threads', 'a non-negative integer', threads);
     // A sharded server keeps the socket I/O off the main thread; a library
     // without sharding falls back to a single loop run by nsv_poll(0).
-    let h = this._f.nsv_server_new_sharded(threads);
-    this.sharded = !n.isNull(h);
+    // sharded: false asks for that single loop (the library's own
+    // backpressure answers, NSV_EAGAIN, reach the caller there).
+    if (opts.sharded !== undefined && typeof opts.sharded !== 'boolean') throw typeError('sharded', 'a boolean', opts.sharded);
+    let h = opts.sharded === false ? null : this._f.nsv_server_new_sharded(threads);
+    this.sharded = h !== null && !n.isNull(h);
     if (!this.sharded) h = this._f.nsv_server_new();
     if (n.isNull(h)) throw nsvError(C.NSV_ENOMEM, 'cannot create a server');
     this._h = h;
+    track(this);
     this._bufs = new PollBuffers(opts.maxEvents || 256, opts.arenaSize || 1 << 20);
     this._batch = new ReplyBatch();
     this._routes = []; // route id -> { handler, ws }
@@ -70,6 +108,12 @@ class Server extends EventEmitter {
     const hwm = opts.bodyHighWaterMark;
     if (hwm !== undefined && (!Number.isInteger(hwm) || hwm < 1)) throw typeError('bodyHighWaterMark', 'a positive integer', hwm);
     this._streamOpts = hwm === undefined ? null : { autoDestroy: false, highWaterMark: hwm };
+    this._bodyHighWater = hwm; // also the queue of a fetch response body (lib/client/fetch.js)
+    // Outbound requests and WebSockets by id (lib/client): objects with
+    // _ev* methods the dispatch calls.
+    this._clients = new Map();
+    this._autoRef = false; // a loop kept alive only while a client is in flight (the shared one)
+    this._WebSocket = null;
     this._sockets = new Map(); // conn -> WebSocket
     this._tcp = new Map(); // conn -> raw TCP endpoint (lib/net.js Socket)
     this._tcpAccept = null; // (conn, info) -> endpoint, for tcp:// and tls:// listeners
@@ -86,8 +130,13 @@ class Server extends EventEmitter {
     this._closed = false;
     this._fallback = handler || opts.handler || null;
     this.port = null;
+    this._lopts = listener.pick(opts);
+    listener.validate(this._lopts);
     for (const key of Object.keys(opts)) if (!OWN.has(key)) this.setOption(key, opts[key]);
     this._setAuto404();
+    this._access = null; // { write, buf, timer } once the access log is on
+    this._accessSetup(opts);
+    this.on('newListener', (ev) => { if (ev === 'access') this._accessEnable(); });
   }
 
   // ---- configuration ----
@@ -210,27 +259,42 @@ class Server extends EventEmitter {
   // a later tick). A failure (EADDRINUSE: err.code 'NSV_EADDRINUSE') rejects
   // and is emitted as 'error' when the server has a listener for it or a
   // cb was given (the promise is then taken as handled).
+  // Listener options (proxyProtocol, proxyTimeoutMs, proxyFrom, allow,
+  // deny) go in the object form or after the port or URL:
+  // listen({ port, host, allow: ['10.0.0.0/8'] }), listen(url, { proxyProtocol: 'v2' });
+  // listen({ fd[, url] }) adopts a listening socket (nsv_listen_fd).
   listen(...args) {
     let cb = null;
     if (args.length && typeof args[args.length - 1] === 'function') cb = args.pop();
-    let [port = 0, host = '0.0.0.0'] = args;
+    let [port = 0, host = '0.0.0.0', lopts] = args;
     if (port !== null && typeof port === 'object') {
+      lopts = port;
       host = port.host || '0.0.0.0';
-      port = port.port === undefined ? 0 : port.port;
+      port = port.url !== undefined ? port.url : port.port === undefined ? 0 : port.port;
+    } else if (host !== null && typeof host === 'object') {
+      lopts = host; // listen(port | url, options)
+      host = '0.0.0.0';
     } else if (typeof host !== 'string') {
       host = '0.0.0.0'; // listen(port, backlog)
     }
+    if (lopts === null || typeof lopts !== 'object') lopts = undefined; // listen(port, host, backlog)
     if (cb) this.once('listening', () => cb.call(this));
-    const p = new Promise((resolve) => resolve(this._listenNow(port, host)));
+    const p = new Promise((resolve) => resolve(this._listenNow(port, host, lopts)));
     p.catch((e) => {
       if (cb || this.listenerCount('error')) this.emit('error', e);
     });
     return p;
   }
 
-  _listenNow(port, host) {
+  _listenNow(port, host, lopts) {
+    const own = listener.pick(lopts);
+    const lset = listener.validate({ ...this._lopts, ...own });
+    const fd = lopts ? lopts.fd : undefined;
+    if (fd !== undefined && (!Number.isInteger(fd) || fd < 0)) throw typeError('fd', 'a file descriptor (integer >= 0)', fd);
     let url;
-    if (typeof port === 'string') {
+    if (fd !== undefined && typeof port !== 'string') {
+      url = 'http://0.0.0.0:0'; // the socket's own address counts; port 0 skips the check
+    } else if (typeof port === 'string') {
       if (!SCHEMES.test(port)) throw typeError('url', "'http(s)://', 'ws(s)://', 'tcp://' or 'tls://' host:port", port);
       url = port;
     } else {
@@ -240,8 +304,9 @@ class Server extends EventEmitter {
     }
     if (this._closing || this._closed) throw nsvError(C.NSV_ESTOPPED, 'server is closed');
     const ub = Buffer.from(url);
-    const lid = this._f.nsv_listen(this._h, ub, ub.length);
-    check(lid, () => `${url} (${this._detail()})`);
+    const lid = fd === undefined ? this._f.nsv_listen(this._h, ub, ub.length) : this._f.nsv_listen_fd(this._h, ub, ub.length, fd);
+    check(lid, () => `${fd === undefined ? url : `fd ${fd} as ${url}`} (${this._detail()})`);
+    listener.apply(this, lid, lset);
     const p = check(this._f.nsv_listener_port(this._h, lid));
     if (this.port === null) this.port = p;
     this._startPump();
@@ -249,11 +314,30 @@ class Server extends EventEmitter {
     return p;
   }
 
+  // Adopts the sockets passed by systemd socket activation (or a supervisor
+  // speaking its protocol: LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES), each with
+  // the listener options of opts (url: the scheme, default 'http://').
+  // Resolves with [{ fd, name, port }], empty when none were passed. The
+  // variables are removed from the environment (child processes must not
+  // take the sockets for theirs).
+  listenInherited(opts = {}) {
+    if (opts === null || typeof opts !== 'object') throw typeError('options', 'an object', opts);
+    return new Promise((resolve) => {
+      const fds = inheritedFds(this._n);
+      const out = fds.map(({ fd, name }) => {
+        const p = this._listenNow(opts.url || 'http://0.0.0.0:0', '0.0.0.0', { ...opts, fd });
+        return { fd, name, port: p };
+      });
+      resolve(out);
+    });
+  }
+
   // The pump (and with it a sharded server's workers) starts on the next
   // turn, so listeners opened in the same turn are all taken.
   _startPump() {
     if (this._pump) return;
     this._pump = new Pump(this._n, this._h, this.sharded, () => this._drain(), (e) => this.emit('error', e));
+    this._accessTimer();
     if (this._unref) this._pump.setRef(false);
     setImmediate(() => { if (!this._closed) this._pump.start(); });
   }
@@ -286,11 +370,19 @@ class Server extends EventEmitter {
     this._pending.clear();
     for (const ws of this._sockets.values()) ws.readyState = WebSocket.CLOSED;
     this._sockets.clear();
+    const clients = [...this._clients.values()];
+    this._clients.clear();
+    for (const c of clients) { try { c._evGone(); } catch (e) { process.nextTick(() => { throw e; }); } }
     const tcp = [...this._tcp.values()];
     this._tcp.clear();
     for (const ep of tcp) ep._tcpClose();
+    if (this._access) {
+      this._accessTake();
+      if (this._access.timer) clearInterval(this._access.timer);
+    }
     this._f.nsv_server_free(this._h);
     this._h = null;
+    live.delete(this);
     this.emit('close');
     if (this._resolveClose) this._resolveClose();
   }
@@ -313,6 +405,7 @@ class Server extends EventEmitter {
     try {
       for (let round = 0; round < 4; round++) {
         const n = this._poll();
+        if (this._access !== null) this._accessTake();
         if (n === 0) return false;
         if (n < 0) {
           if (n === C.NSV_ESTOPPED) { this._finish(); return false; }
@@ -346,7 +439,22 @@ class Server extends EventEmitter {
           try { req._bodyPiece(l ? Buffer.from(arena.subarray(o, o + l)) : EMPTY, eof); } catch (e) { this._failed(e, req, req._res); }
           break;
         }
+        case C.NSV_EV_HTTP_RESPONSE: {
+          const cl = this._clients.get(conn);
+          if (cl !== undefined) this._clientCall(cl, '_evResponse', u32, i32, w, arena);
+          break;
+        }
+        case C.NSV_EV_HTTP_BODY: {
+          const cl = this._clients.get(conn);
+          if (cl === undefined) break;
+          const o = u32[w + W.body_off], l = u32[w + W.body_len];
+          // The arena is reused by the next poll: the stream gets a copy.
+          this._clientCall(cl, '_evBody', l ? Buffer.from(arena.subarray(o, o + l)) : EMPTY, (u32[w + W.flags] & C.NSV_EVF_EOF) !== 0);
+          break;
+        }
         case C.NSV_EV_CLOSE: {
+          const cl = this._clients.get(conn);
+          if (cl !== undefined) { this._clientCall(cl, '_evClose'); break; }
           const ep = this._tcp.get(conn);
           if (ep !== undefined) { this._tcp.delete(conn); this._tcpCall(ep, '_tcpClose'); } else this._onClose(conn);
           break;
@@ -357,6 +465,7 @@ class Server extends EventEmitter {
           const info = {
             remoteAddress: arena.latin1Slice(o, o + u32[w + W.peer_len]), remotePort: u32[w + W.peer_port],
             listener: u32[w + W.listener], encrypted: (u32[w + W.flags] & C.NSV_EVF_TLS) !== 0,
+            proxied: (u32[w + W.flags] & C.NSV_EVF_PROXY) !== 0,
           };
           let ep;
           try { ep = this._tcpAccept(conn, info); } catch (e) { this._f.nsv_abort(this._h, conn); this.emit('error', e); }
@@ -387,7 +496,7 @@ class Server extends EventEmitter {
               if (res !== undefined && typeof res._ack === 'function') {
                 try { res._ack(); } catch (e) { this._failed(e, res.req, res); }
               } else {
-                const ws = this._sockets.get(conn);
+                const ws = this._sockets.get(conn) || this._clients.get(conn);
                 if (ws !== undefined && typeof ws._ack === 'function') ws._ack();
               }
             }
@@ -405,7 +514,12 @@ class Server extends EventEmitter {
           try { t.fn(); } catch (e) { this.emit('error', e); }
           break;
         }
-        case C.NSV_EV_WS_OPEN: this._onWsOpen(new Request(arena, u32, w, conn, this)); break;
+        case C.NSV_EV_WS_OPEN: {
+          const cl = this._clients.get(conn);
+          if (cl !== undefined) this._clientCall(cl, '_evOpen', u32, i32, w, arena);
+          else this._onWsOpen(new Request(arena, u32, w, conn, this));
+          break;
+        }
         case C.NSV_EV_WS_MESSAGE: this._onWs(conn, 'message', u32, i32, w, arena); break;
         case C.NSV_EV_WS_CLOSE: this._onWs(conn, 'close', u32, i32, w, arena); break;
         case C.NSV_EV_WS_PING: this._onWs(conn, 'ping', u32, i32, w, arena); break;
@@ -414,6 +528,8 @@ class Server extends EventEmitter {
           const o = u32[w + W.body_off];
           const msg = arena.latin1Slice(o, o + u32[w + W.body_len]);
           const err = nsvError(i32[w + W.code], msg);
+          const cl = conn ? this._clients.get(conn) : undefined;
+          if (cl !== undefined) { this._clientCall(cl, '_evError', err); break; }
           const ep = conn ? this._tcp.get(conn) : undefined;
           if (ep !== undefined) { this._tcpCall(ep, '_tcpError', err); break; }
           const req = conn ? this._bodies.get(conn) : undefined;
@@ -431,6 +547,8 @@ class Server extends EventEmitter {
           break;
         }
         case C.NSV_EV_TCP_WRITABLE: { // output crossed a water mark
+          const cl = this._clients.get(conn);
+          if (cl !== undefined) { this._clientCall(cl, '_evWritable', i32[w + W.code] !== 0); break; }
           const ep = this._tcp.get(conn);
           if (ep !== undefined) { this._tcpCall(ep, '_tcpWritable', i32[w + W.code] !== 0); break; }
           const res = this._pending.get(conn);
@@ -557,7 +675,11 @@ class Server extends EventEmitter {
 
   _onWs(conn, kind, u32, i32, w, arena) {
     const ws = this._sockets.get(conn);
-    if (ws === undefined) return;
+    if (ws === undefined) {
+      const cl = this._clients.get(conn);
+      if (cl !== undefined) this._clientCall(cl, '_evWs', kind, u32, i32, w, arena);
+      return;
+    }
     const h = this._routes[ws.route].ws;
     const o = u32[w + W.body_off], l = u32[w + W.body_len], code = i32[w + W.code];
     if (kind === 'close') {
@@ -759,6 +881,34 @@ class Server extends EventEmitter {
     if (this._wsAcks.push(ws) === 1) process.nextTick(this._wsAckTick);
   }
 
+  // ---- outbound clients (lib/client) ----
+
+  // fetch(input, init) on this server's loop: resolves to a Response
+  // (README "fetch and WebSocket clients").
+  fetch(input, init) { return fetchOn(this, input, init); }
+
+  // A WHATWG-shaped WebSocket class whose connections run on this server:
+  // new srv.WebSocket(url, protocols).
+  get WebSocket() {
+    if (this._WebSocket === null) this._WebSocket = boundWebSocket(this);
+    return this._WebSocket;
+  }
+
+  _clientAdd(id, c) {
+    this._clients.set(id, c);
+    if (this._autoRef && this._clients.size === 1) this.ref();
+  }
+
+  _clientDelete(id) {
+    if (this._clients.delete(id) && this._autoRef && this._clients.size === 0) this.unref();
+  }
+
+  // An exception from a client's event (its user callbacks included) must
+  // not cost the rest of the batch: it is thrown on its own tick.
+  _clientCall(c, fn, ...args) {
+    try { c[fn](...args); } catch (e) { process.nextTick(() => { throw e; }); }
+  }
+
   // ---- by-id API (for code that keeps connection ids) ----
 
   // Complete reply by connection id; throws NSV_ESTALE, NSV_ESTATE, ...
@@ -871,6 +1021,117 @@ class Server extends EventEmitter {
   }
 
   get connections() { return this._pending.size + this._sockets.size; }
+
+  // ---- operations: metrics, readiness, access log ----
+
+  // Every metric by its library name (nsv_metric_name), read in one call;
+  // histograms as { buckets: [[le_seconds, cumulative], ...], sum_seconds,
+  // count }. metrics(worker): that worker's share.
+  metrics(worker) { return metrics.readMetrics(this, worker); }
+
+  // The Prometheus text exposition (prefix default 'nanosrv_'; perWorker
+  // adds worker="N" labels).
+  metricsText(prefix, opts = {}) { return metrics.metricsText(this, prefix, opts && opts.perWorker); }
+
+  // A handler answering with metricsText: srv.get('/metrics', srv.metricsHandler()).
+  metricsHandler(opts = {}) {
+    const prefix = opts.prefix, perWorker = !!opts.perWorker;
+    return (req, res) => {
+      res.writeHead(200, { 'Content-Type': metrics.PROM_CONTENT_TYPE });
+      res.end(this.metricsText(prefix, { perWorker }));
+    };
+  }
+
+  // True once a drain has started (close(), a signal drain), also after it
+  // ended: a readiness check fails while open connections still get answers.
+  get draining() {
+    if (this._h === null) return this._closed;
+    return Number(this._f.nsv_get_int(this._h, C.NSV_OPT_DRAINING)) === 1;
+  }
+
+  // A readiness handler: 200 "ready", 503 "draining" once a drain started.
+  readinessHandler() {
+    return (req, res) => {
+      const d = this.draining;
+      res.writeHead(d ? 503 : 200, { 'Content-Type': 'text/plain' });
+      res.end(d ? 'draining' : 'ready'); // echo-server's bodies
+    };
+  }
+
+  // accessLog: 'common' | 'combined' | 'json' (lines written to
+  // accessLogStream, default process.stdout), a function(record), or true
+  // (records only as 'access' events). accessLogQueue: records kept per
+  // worker between takes (NSV_OPT_ACCESS_LOG, default 4096).
+  _accessSetup(opts) {
+    const fmt = opts.accessLog;
+    const q = opts.accessLogQueue === undefined ? ACCESS_QUEUE : opts.accessLogQueue;
+    if (!Number.isInteger(q) || q < 1) throw typeError('accessLogQueue', 'a positive integer', q);
+    this._accessQueue = q;
+    if (fmt === undefined || fmt === false || fmt === null) return;
+    let write = null;
+    if (typeof fmt === 'function') write = fmt;
+    else if (typeof fmt === 'string') {
+      const line = accessLog.FORMATS[fmt];
+      if (!line) throw typeError('accessLog', "'common', 'combined', 'json', a function or true", fmt);
+      const stream = opts.accessLogStream || process.stdout;
+      if (typeof stream.write !== 'function') throw typeError('accessLogStream', 'a writable stream', stream);
+      write = (recs) => {
+        let text = '';
+        for (const r of recs) text += `${line(r)}\n`;
+        stream.write(text);
+      };
+      write.batch = true;
+    } else if (fmt !== true) throw typeError('accessLog', "'common', 'combined', 'json', a function or true", fmt);
+    this._accessEnable();
+    this._access.write = write;
+  }
+
+  _accessEnable() {
+    if (this._access !== null) return;
+    check(this._f.nsv_set_int(this._h, C.NSV_OPT_ACCESS_LOG, this._accessQueue), 'accessLog');
+    this._access = { write: null, buf: Buffer.alloc(65536), timer: null };
+    this._accessTimer();
+  }
+
+  _accessTimer() {
+    const a = this._access;
+    if (a === null || a.timer !== null || !this._pump) return;
+    a.timer = setInterval(() => { if (!this._closed) this._accessTake(); }, ACCESS_EVERY_MS);
+    a.timer.unref();
+  }
+
+  // Takes the waiting records (a few buffers' worth per call) and hands them
+  // to the log and the 'access' listeners.
+  _accessTake() {
+    const a = this._access;
+    for (let i = 0; i < 8 && this._h !== null; i++) {
+      const r = Number(this._f.nsv_access_take(this._h, a.buf, a.buf.length));
+      if (r === C.NSV_ENOBUFS) { a.buf = Buffer.alloc(a.buf.length * 2); continue; }
+      if (r <= 0) return;
+      const recs = accessLog.parse(a.buf, r);
+      if (a.write) {
+        try {
+          if (a.write.batch) a.write(recs);
+          else for (const rec of recs) a.write(rec);
+        } catch (e) { process.nextTick(() => { throw e; }); }
+      }
+      if (this.listenerCount('access')) for (const rec of recs) this.emit('access', rec);
+      if (r < a.buf.length / 2) return; // the queue is empty now
+    }
+  }
 }
 
-module.exports = { Server, staticFlags };
+// Sockets passed by systemd socket activation: [{ fd, name }] (fds 3, 4,
+// ... in the socket unit's order; names from LISTEN_FDNAMES, read before
+// nsv_inherited_fds removes the variables), [] when none.
+function inheritedFds(n, unsetEnv = true) {
+  const names = (process.env.LISTEN_FDNAMES || '').split(':');
+  const count = check(n.fns.nsv_inherited_fds(unsetEnv ? 1 : 0), 'LISTEN_FDS');
+  // The library removed them from the C environment; Node keeps its own copy.
+  if (unsetEnv && count > 0) for (const k of ['LISTEN_PID', 'LISTEN_FDS', 'LISTEN_FDNAMES']) delete process.env[k];
+  const out = [];
+  for (let i = 0; i < count; i++) out.push({ fd: 3 + i, name: names[i] || '' });
+  return out;
+}
+
+module.exports = { Server, staticFlags, inheritedFds };

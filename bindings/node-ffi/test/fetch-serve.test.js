@@ -135,6 +135,8 @@ for (const backend of BACKENDS) {
     await once(sock, 'connect');
     sock.write('GET /big HTTP/1.1\r\nHost: x\r\n\r\n');
     sock.pause(); // reads nothing
+    // The stream starts once the request got through (later under load).
+    for (let i = 0; i < 3000 && pulled === 0; i++) await tick();
     let last = -1, still = 0;
     for (let i = 0; i < 300 && still < 5; i++) {
       await tick();

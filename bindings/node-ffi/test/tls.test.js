@@ -60,7 +60,9 @@ describe('TLS', { skip: !HAS_TLS && 'this build has no TLS', timeout: 120000 }, 
       assert.strictEqual(r.code, 0, r.err);
       assert.strictEqual(sha(r.out), sha(body));
       const d = await curl(['--cacert', c.p('ca.crt'), `https://localhost:${port}/x?q=1`]);
-      assert.deepStrictEqual(JSON.parse(d.out), { method: 'GET', path: '/x', query: 'q=1', body_len: 0, sni: 'localhost', subject: '' });
+      const got = JSON.parse(d.out);
+      assert.ok(Number.isInteger(got.peer_port) && got.peer_port > 0, `peer_port ${got.peer_port}`);
+      assert.deepStrictEqual({ ...got, peer_port: 0 }, { method: 'GET', path: '/x', query: 'q=1', body_len: 0, sni: 'localhost', subject: '', peer: '127.0.0.1', peer_port: 0 });
     });
 
     test('curl refuses the server without our CA (the chain is really checked)', async () => {

@@ -11,9 +11,11 @@ from ._conn import Connection
 from ._ffi import LIBRARY_PATH, has
 from ._manager import ConnectionRef, Listener, Manager, Metrics, ShardedManager
 from ._message import Event, HttpMessage, TlsInfo, WsMessage, WsOpcode
-from .errors import (BodyError, Disconnected, Error, HTTPError, InvalidArgument, NotSupportedError, StaleError,
-                     StateError, TlsError)
-from . import aionet, tcp, timers, tls
+from .errors import (BadResponse, BodyError, ClientError, ClientStopped, ClientTlsError, ConnectionClosed,
+                     ConnectionRefused, Disconnected, Error, HostNotFound, HTTPError, InvalidArgument,
+                     NotSupportedError, ResponseTooLarge, StaleError, StateError, Timeout, TlsError, WebSocketClosed)
+from .headers import Headers
+from . import aionet, client, ops, tcp, timers, tls, ws_client
 from .tcp import TcpConnection, TcpHandler
 from .timers import Timer
 from .forms import MultiDict, parse_cookies, parse_form, parse_query, set_cookie_header
@@ -24,7 +26,7 @@ from .stream import BodyStream
 from .util import (LogLevel, Url, base64_decode, base64_decode_bytes, base64_encode, base64_encode_bytes,
                    get_log_level, millis, set_log_level, tls_available, url_decode, url_decode_bytes, url_encode, version)
 
-__version__ = "1.2.0"
+__version__ = "1.4.0"
 
 
 def websocket_available() -> bool:
@@ -52,5 +54,7 @@ __all__ = ["Manager", "ShardedManager", "Connection", "HttpMessage", "TlsInfo", 
            "websocket_available", "sharded_available", "LIBRARY_PATH", "multipart", "sse", "BodyError",
            "Disconnected", "HTTPError", "MultiDict", "parse_cookies", "parse_form", "parse_query",
            "set_cookie_header", "MultipartError", "MultipartReader", "UnsupportedMediaType", "UploadFile",
-           "read_form", "aread_form", "EventStream", "mime_type", "BodyStream", "aionet", "tcp", "tls", "timers",
-           "TcpConnection", "TcpHandler", "Timer", "TlsError"]
+           "read_form", "aread_form", "EventStream", "mime_type", "BodyStream", "aionet", "ops", "tcp", "tls", "timers",
+           "TcpConnection", "TcpHandler", "Timer", "TlsError", "client", "ws_client", "Headers", "ClientError",
+           "ConnectionRefused", "Timeout", "HostNotFound", "BadResponse", "ResponseTooLarge", "ConnectionClosed",
+           "ClientTlsError", "ClientStopped", "WebSocketClosed"]

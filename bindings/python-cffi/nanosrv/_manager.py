@@ -179,6 +179,13 @@ class Listener:
     def __repr__(self) -> str:
         return "<Listener %d port %d>" % (self.id, self.port)
 
+    def configure(self, **opts: Any) -> None:
+        """Listener options (Manager.configure_listener): proxy_protocol,
+        proxy_timeout_ms, proxy_from, allow, deny."""
+        if self._m is None:
+            raise StateError(ESTATE, "this Listener has no Manager")
+        self._m.configure_listener(self.id, **opts)
+
 
 class ConnectionRef(Listener):
     """What http_listen returns, as in nanosrv: a handle on the listening
@@ -238,21 +245,33 @@ _LATER_REFS = 5
 _FINISH_REFS = 4
 
 
-class Metrics:
-    """Counters of a server, as nanosrv's Metrics: `active` (connections
-    open now, from the library), `accepted` and `closed` (connections the
-    host was told about: a request, a WebSocket or TCP open; and their
-    CLOSE events), `errors` (ERROR events). `bytes_read` and
-    `bytes_written` are None: the library keeps no byte counters yet."""
-    __slots__ = ("accepted", "closed", "errors", "bytes_read", "bytes_written", "active")
+class Metrics(dict):
+    """A snapshot of a server's metrics: a dict of every value the library
+    keeps, by nsv_metric_name ("requests", "resp_2xx", "bytes_in", ...;
+    the latency histograms "lat_queued" and "lat_flushed" as
+    {"buckets": [[le_seconds, cumulative_count], ...], "sum_seconds",
+    "count"}), read in one call. Also, as nanosrv's Metrics: `active`
+    (connections open now), `accepted` and `closed` (connections the host
+    was told about: a request, a WebSocket or TCP open; and their CLOSE
+    events), `errors` (ERROR events), `bytes_read` and `bytes_written`
+    (the library's bytes_in and bytes_out; None when it has no metrics).
+    Calling it (mgr.metrics()) reads a fresh snapshot."""
+    __slots__ = ("accepted", "closed", "errors", "bytes_read", "bytes_written", "active", "_m")
 
-    def __init__(self, accepted: int, closed: int, errors: int, active: int) -> None:
+    def __init__(self, accepted: int, closed: int, errors: int, active: int,
+                 values: Optional[Dict[str, Any]] = None, manager: Any = None) -> None:
+        super().__init__(values or ())
         self.accepted, self.closed, self.errors, self.active = accepted, closed, errors, active
-        self.bytes_read = self.bytes_written = None
+        self.bytes_read = self.get("bytes_in")
+        self.bytes_written = self.get("bytes_out")
+        self._m = manager
+
+    def __call__(self) -> "Metrics":
+        return self._m.metrics if self._m is not None else self
 
     def __repr__(self) -> str:
-        return "Metrics(accepted=%d, closed=%d, errors=%d, active=%d)" % (
-            self.accepted, self.closed, self.errors, self.active)
+        return "Metrics(accepted=%d, closed=%d, errors=%d, active=%d, %s)" % (
+            self.accepted, self.closed, self.errors, self.active, dict.__repr__(self))
 
 
 # Largest values of the limits nanosrv's setters disable with 0.
@@ -368,6 +387,12 @@ class Manager:
         self._n_seen = self._n_closed = self._n_errors = 0
         self._tl = threading.local()  # per-thread buffers of poll_worker
         self._raw = None            # raw TCP, timers and wakeups (nanosrv.tcp)
+        # Outbound HTTP requests and WebSocket clients (nanosrv.client,
+        # nanosrv.ws_client): id -> object whose _event(type, e, arena)
+        # takes the id's events. _out_busy counts starts under _out_lock.
+        self._out: Dict[int, Any] = {}
+        self._out_lock = threading.Lock()
+        self._out_busy = 0
         # Threads: _plock is held by the thread inside poll()/run() (RLock: a
         # synchronous body reader polls from inside a handler); _tid is the
         # owning thread's ident (None until the first poll, and always on a
@@ -383,6 +408,7 @@ class Manager:
         # it queues against it (Connection.writable).
         self._hw = lib.nsv_get_int(self._srv, lib.NSV_OPT_TCP_HIGH_WATER)
         self._count_blocked: Optional[set] = set() if not self._single else None
+        self._access: Any = None  # nanosrv.ops.AccessLog while the access log is on
         _start_log_queue()
 
     def _set_arena(self, cap: int) -> None:
@@ -448,7 +474,8 @@ class Manager:
 
     # ---- setup ----
 
-    def _listen(self, url: str, fn: Handler, ws: Optional[Handler], events: Optional[Handler]) -> "ConnectionRef":
+    def _listen(self, url: str, fn: Handler, ws: Optional[Handler], events: Optional[Handler],
+                **lopts: Any) -> "ConnectionRef":
         if not isinstance(url, str):
             raise TypeError("url must be str, not %s" % type(url).__name__)
         scheme = url.partition("://")[0].lower()
@@ -458,7 +485,51 @@ class Manager:
         u = url.encode()
         with self._setup("http_listen") as srv:
             lid = check(lib.nsv_listen(srv, u, len(u)), srv)
-        return self._register_listener(lid, url, fn, ws, events)
+        ref = self._register_listener(lid, url, fn, ws, events)
+        self._listener_options(ref, lopts)
+        return ref
+
+    def _listener_options(self, ref: "ConnectionRef", lopts: Dict[str, Any]) -> None:
+        """Listener options of a new listener; one the library refuses
+        leaves the listener closed (nothing is served unfiltered) and raises."""
+        if not lopts:
+            return
+        try:
+            self.configure_listener(ref, **lopts)
+        except BaseException:
+            ref.close()
+            raise
+
+    def configure_listener(self, listener: Any, **opts: Any) -> None:
+        """Listener options of `listener` (a Listener or its id):
+        proxy_protocol (True = either version, "v1", "v2", "any", False),
+        proxy_timeout_ms, proxy_from, allow, deny (CIDR lists: a string
+        "10.0.0.0/8, ::1" or a list of strings; "" or [] clears). They apply
+        to connections accepted afterwards. A bad value raises
+        InvalidArgument with the library's detail (the first bad entry)."""
+        from .ops import configure_listener
+        lid = listener.id if isinstance(listener, Listener) else listener
+        configure_listener(self, lid, **opts)
+
+    def listener_option(self, listener: Any, name: str) -> int:
+        """An integer listener option: "proxy_protocol" (0 off, 1 v1, 2 v2,
+        3 any) or "proxy_timeout_ms"."""
+        from .ops import listener_option
+        return listener_option(self, listener.id if isinstance(listener, Listener) else listener, name)
+
+    def listen_inherited(self, handler: Optional[Handler] = None, ws_handler: Optional[Handler] = None, *,
+                         tls: bool = False, unset_env: bool = True, **lopts: Any) -> List["ConnectionRef"]:
+        """Adopt every socket systemd socket activation passed this process
+        (LISTEN_FDS for LISTEN_PID, nsv_inherited_fds), serving http (https
+        with tls=True, after set_tls) with handler as http_listen does, and
+        the listener options given. Returns the listeners ([] when none
+        were passed). unset_env removes the variables (children do not
+        inherit them)."""
+        from .ops import fd_url, inherited_fds
+        out = []
+        for fd in inherited_fds(unset_env):
+            out.append(self.listen_fd(fd_url(fd, tls), fd, handler, ws_handler, **lopts))
+        return out
 
     def _register_listener(self, lid: int, url: str, fn: Handler, ws: Optional[Handler],
                            events: Optional[Handler]) -> "ConnectionRef":
@@ -473,35 +544,41 @@ class Manager:
         return ConnectionRef(lid, lib.nsv_listener_port(self._srv, lid), url, self)
 
     def listen_fd(self, url: str, fd: int, handler: Optional[Handler] = None,
-                  ws_handler: Optional[Handler] = None) -> "ConnectionRef":
+                  ws_handler: Optional[Handler] = None, **lopts: Any) -> "ConnectionRef":
         """Serve the already listening socket `fd` (inherited from a
         supervisor, or from systemd socket activation) with the scheme and
         TLS of `url`, as http_listen does; the library owns fd afterwards
-        (nsv_listen_fd; see nanosrv.server.listen_fd)."""
+        (nsv_listen_fd; see nanosrv.server.listen_fd). Listener options as
+        http_listen."""
         from .server import listen_fd
-        return listen_fd(self, url, fd, handler, ws_handler)
+        ref = listen_fd(self, url, fd, handler, ws_handler)
+        self._listener_options(ref, lopts)
+        return ref
 
     def http_listen(self, url: str, handler: Optional[Handler] = None,
-                    ws_handler: Optional[Handler] = None) -> "ConnectionRef":
+                    ws_handler: Optional[Handler] = None, **lopts: Any) -> "ConnectionRef":
         """Listen on url ("http://host:port"; port 0 picks one). handler(conn,
         msg) gets requests no route took; ws_handler(conn, event, data) gets
         WebSocket events of connections upgraded with conn.ws_upgrade().
+        Listener options (keywords, see configure_listener): proxy_protocol,
+        proxy_timeout_ms, proxy_from, allow, deny.
         Returns a ConnectionRef (a Listener: `id`, `port`, `url`)."""
         if handler is not None and not callable(handler):
             raise TypeError("handler must be callable")
-        return self._listen(url, handler or _not_found, ws_handler, None)
+        return self._listen(url, handler or _not_found, ws_handler, None, **lopts)
 
     listen = http_listen
 
-    def http_listen_event(self, url: str, handler: Handler) -> "ConnectionRef":
+    def http_listen_event(self, url: str, handler: Handler, **lopts: Any) -> "ConnectionRef":
         """Listen with one handler(conn, event, data) for every event:
-        Event.HttpMessage, WsOpen, WsMessage, WsControl, Close, Error."""
+        Event.HttpMessage, WsOpen, WsMessage, WsControl, Close, Error.
+        Listener options as http_listen."""
         if not callable(handler):
             raise TypeError("handler must be callable")
 
         def on_request(conn, msg):
             return handler(conn, Event.HttpMessage, msg)
-        return self._listen(url, on_request, handler, handler)
+        return self._listen(url, on_request, handler, handler, **lopts)
 
     def route(self, method: str, pattern: str, handler: Optional[Handler] = None, websocket: bool = False,
               stream: bool = False) -> Any:
@@ -682,8 +759,68 @@ class Manager:
 
     @property
     def metrics(self) -> Metrics:
-        """A Metrics snapshot."""
-        return Metrics(self._n_seen, self._n_closed, self._n_errors, self.num_connections)
+        """A Metrics snapshot: a dict of every library metric by name
+        (read in one nsv_metrics call; see nanosrv.ops.read_metrics), with
+        the attributes accepted, closed, errors, active, bytes_read and
+        bytes_written. `mgr.metrics()` gives the same (a fresh snapshot)."""
+        srv = self._live()
+        vals: Dict[str, Any] = {}
+        if has("nsv_metrics"):
+            from .ops import read_metrics
+            try:
+                vals = read_metrics(srv)
+            except NotSupportedError:
+                vals = {}
+        return Metrics(self._n_seen, self._n_closed, self._n_errors, self.num_connections, vals, self)
+
+    def metrics_worker(self, worker: int) -> Dict[str, Any]:
+        """The metrics of one worker (0 .. workers - 1; a single loop is
+        worker 0), as metrics."""
+        from .ops import read_metrics
+        return read_metrics(self._live(), worker)
+
+    def metrics_text(self, prefix: Optional[str] = None, per_worker: bool = False) -> str:
+        """The metrics in the Prometheus text format (names prefixed with
+        prefix, default "nanosrv_"; worker="N" labels with per_worker).
+        Serve it with nanosrv.ops.metrics_handler(mgr)."""
+        from .ops import prometheus_text
+        return prometheus_text(self._live(), prefix, per_worker)
+
+    @property
+    def access_log(self) -> Any:
+        """None (default), "common", "combined", "json" or the callable
+        given: records of the library (nsv_access_take) drained after each
+        poll; the formats are written on the "nanosrv.access" logger at
+        INFO, a callable gets each record (a dict)."""
+        a = self._access
+        return None if a is None else (a.format or a.fn)
+
+    @access_log.setter
+    def access_log(self, fmt: Any) -> None:
+        self.set_access_log(fmt)
+
+    def set_access_log(self, fmt: Any, queue: int = 4096) -> None:
+        """Turn the access log on (fmt as the access_log property; queue:
+        records kept per worker between polls, past it they are dropped and
+        counted in metrics["access_dropped"]) or off (None)."""
+        if fmt is None or fmt is False:
+            self.set_option("access_log", 0)
+            self._access = None
+            return
+        from .ops import AccessLog
+        a = AccessLog(fmt)
+        self.set_option("access_log", queue)
+        self._access = a
+
+    @property
+    def draining(self) -> bool:
+        """True once a drain has started (NSV_OPT_DRAINING): what a
+        readiness check answers 503 on (nanosrv.ops.readyz_handler)."""
+        srv = self._live()
+        try:
+            return bool(lib.nsv_get_int(srv, lib.NSV_OPT_DRAINING) > 0)
+        except AttributeError:
+            return self._draining
 
     def set_max_header_bytes(self, n: int) -> None:
         self.set_option("max_header_bytes", n)
@@ -713,6 +850,8 @@ class Manager:
                 self._recount()
             if _log_queue_on and lib.nsv_log_pending():
                 _drain_log()
+            if self._access is not None and self._srv != ffi.NULL:
+                self._access.drain(self._srv)
             return n
         finally:
             lock.release()
@@ -796,10 +935,11 @@ class Manager:
 
     # ---- raw TCP, TLS, timers (nanosrv.tcp, nanosrv.tls, nanosrv.timers) ----
 
-    def tcp_listen(self, url: str, handler: Any) -> Any:
-        """A tcp:// or tls:// listener; handler as in nanosrv.tcp."""
+    def tcp_listen(self, url: str, handler: Any, **lopts: Any) -> Any:
+        """A tcp:// or tls:// listener; handler as in nanosrv.tcp; listener
+        options as http_listen."""
         from .tcp import listen
-        return listen(self, url, handler)
+        return listen(self, url, handler, **lopts)
 
     def connect(self, url: str, handler: Any) -> Any:
         """Outbound tcp:// or tls:// connection (a nanosrv.tcp.TcpConnection)."""
@@ -827,6 +967,46 @@ class Manager:
         from .tcp import state
         state(self).on_wakeup = fn
         return fn
+
+    # ---- outbound HTTP and WebSocket (nanosrv.client, nanosrv.ws_client) ----
+
+    def fetch(self, url: str, *, method: str = "GET", headers: Any = None, body: Any = None, json: Any = None,
+              timeout: Optional[float] = None, content_length: Optional[int] = None,
+              buffer_limit: int = 1 << 20) -> Any:
+        """HTTP request on this server's loop (asyncio host needed):
+        `resp = await srv.fetch(url)` once the head arrived, or
+        `async with srv.fetch(url) as resp`. body: bytes, str, or an
+        (async) iterable of bytes (streamed, chunked unless content_length).
+        See nanosrv.client."""
+        from .client import fetch
+        return fetch(self, url, method=method, headers=headers, body=body, json=json, timeout=timeout,
+                     content_length=content_length, buffer_limit=buffer_limit)
+
+    def http_request(self, url: str, callback: Callable[..., Any], *, method: str = "GET", headers: Any = None,
+                     body: Any = None, json: Any = None, timeout: Optional[float] = None) -> Any:
+        """The callback form of fetch, for plain handlers: callback(resp,
+        None) with the whole body in resp.content, or callback(None, err).
+        Returns a nanosrv.client.Request (cancel())."""
+        from .client import http_request
+        return http_request(self, url, callback, method=method, headers=headers, body=body, json=json,
+                            timeout=timeout)
+
+    def fetch_blocking(self, url: str, *, method: str = "GET", headers: Any = None, body: Any = None,
+                       json: Any = None, timeout: Optional[float] = None) -> Any:
+        """For threads that may block (WSGI applications on worker
+        threads): the request runs on the polling thread, this thread waits
+        for the whole response (resp.content) or raises its ClientError.
+        StateError on the polling thread itself."""
+        from .client import fetch_blocking
+        return fetch_blocking(self, url, method=method, headers=headers, body=body, json=json, timeout=timeout)
+
+    def websocket_connect(self, url: str, *, headers: Any = None, subprotocols: Any = None,
+                          max_queue: int = 1 << 20) -> Any:
+        """WebSocket client on this server's loop (asyncio host needed):
+        `ws = await srv.websocket_connect("ws://...")`, or `async with`.
+        See nanosrv.ws_client."""
+        from .ws_client import connect
+        return connect(self, url, headers=headers, subprotocols=subprotocols, max_queue=max_queue)
 
     def drain_start(self, timeout_ms: int = 5000) -> None:
         """Stop accepting, finish in-flight requests; poll() returns -1 when done."""
@@ -869,6 +1049,9 @@ class Manager:
 
     def _close(self) -> None:
         self._soon.clear()
+        if self._out:
+            from .client import shutdown
+            shutdown(self)
         for c in self._conns.values():
             c._closed = True
         self._conns.clear()
@@ -1053,6 +1236,15 @@ class Manager:
     def _other(self, e, arena):
         t = e[TYPE]
         cid = e[CONN]
+        out = self._out
+        if out or self._out_busy:
+            o = out.get(cid)
+            if o is None and self._out_busy:
+                with self._out_lock:  # a start in another thread may not have registered its id yet
+                    o = out.get(cid)
+            if o is not None:
+                o._event(t, e, arena)
+                return
         if self._raw is not None and self._raw.handle(t, cid, e, arena):
             return
         c = self._conns.get(cid)
@@ -1194,6 +1386,8 @@ class ShardedManager(Manager):
                     self._recount()
                 if _log_queue_on and lib.nsv_log_pending():
                     _drain_log()
+                if self._access is not None:
+                    self._access.drain(self._srv)
                 return n
             if n != _ENOBUFS:
                 return self._poll_failed(n)

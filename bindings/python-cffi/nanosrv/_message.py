@@ -68,6 +68,7 @@ EVF_KEEPALIVE, EVF_HEAD, EVF_HTTP10 = lib.NSV_EVF_KEEPALIVE, lib.NSV_EVF_HEAD, l
 EVF_CHUNKED, EVF_UPGRADE, EVF_TLS, EVF_EOF = (lib.NSV_EVF_CHUNKED, lib.NSV_EVF_UPGRADE, lib.NSV_EVF_TLS,
                                               lib.NSV_EVF_EOF)
 EVF_STREAM_BODY = lib.NSV_EVF_STREAM_BODY
+EVF_PROXY = getattr(lib, "NSV_EVF_PROXY", 256)
 
 
 class Event(enum.IntEnum):
@@ -288,6 +289,21 @@ class HttpMessage:
         sni = parts[0].decode("utf-8", "surrogateescape") if parts else ""
         subject = parts[1].decode("utf-8", "surrogateescape") if len(parts) > 1 else ""
         return TlsInfo(sni, subject)
+
+    @property
+    def proxy(self) -> Optional[Dict[str, Any]]:
+        """None unless the connection came through a front that sent a
+        PROXY protocol header (listener option proxy_protocol); then the
+        front's facts: {"front", "front_port" (the load balancer's address),
+        "dst", "dst_port" (what the client connected to on it), "ssl" (the
+        TLS version the client spoke to it), "authority" (its SNI), "alpn"}
+        ("" or 0 when the header did not say; v1 carries only addresses).
+        peer is already the client's."""
+        e = self._e
+        if not e[FLAGS] & EVF_PROXY:
+            return None
+        from .ops import proxy_info
+        return proxy_info(self._a, e[TLS], e[TLS_LEN])
 
     @property
     def disconnected(self) -> bool:

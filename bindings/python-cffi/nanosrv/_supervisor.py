@@ -1,7 +1,9 @@
 """The pre-fork supervisor behind `python3 -m nanosrv --workers N`.
 
 The supervisor binds and listens once (so --port 0 is resolved once and
-printed once), then forks N workers. It has imported nothing of the
+printed once), or takes the socket systemd socket activation passed it
+(LISTEN_FDS; the variables are removed so the workers do not take it for
+theirs), then forks N workers. It has imported nothing of the
 application: each worker imports it itself, after the fork, and adopts the
 inherited listening socket (nsv_listen_fd). Every process holds the same
 socket, so connections that arrive while a worker restarts wait in its

@@ -33,7 +33,7 @@ from urllib.parse import unquote_to_bytes
 
 from ._ffi import lib
 from ._manager import ShardedManager
-from ._message import EVF_HEAD, EVF_HTTP10, EVF_STREAM_BODY, EVF_TLS, FLAGS, HEADERS, HEADERS_LEN, PEER, PEER_LEN, \
+from ._message import EVF_PROXY, EVF_HEAD, EVF_HTTP10, EVF_STREAM_BODY, EVF_TLS, FLAGS, HEADERS, HEADERS_LEN, PEER, PEER_LEN, \
     PEER_PORT, LISTENER
 from .static import FLAGS as STATIC_FLAGS
 from ._wsgi_io import ErrorStream, FileWrapper, Input, ThreadedBody, body_stream_source, real_file
@@ -331,14 +331,17 @@ class _Loop:
 class Server:
     """A WSGI (PEP 3333) server: see nanosrv.wsgi."""
 
-    def __init__(self, app: WSGIApp, *, threads: int = 4, root_path: str = "", access_log: bool = False,
+    def __init__(self, app: WSGIApp, *, threads: int = 4, root_path: str = "", access_log: Any = False,
                  limit_max_requests: Optional[int] = None, url_scheme: Optional[str] = None,
                  multiprocess: bool = False, stream_body: bool = True, drain_timeout_ms: int = 30000,
                  send_timeout: float = 60.0, body_timeout: float = 60.0, direct: Optional[bool] = None,
                  file_wrapper: str = "auto") -> None:
         """app: the WSGI callable. threads: worker threads running it (0:
-        the polling thread). root_path: SCRIPT_NAME. access_log: an INFO
-        record per response on "nanosrv.access" ('%s - "%s %s HTTP/%s" %d').
+        the polling thread). root_path: SCRIPT_NAME. access_log: True, an INFO
+        record per response on "nanosrv.access" ('%s - "%s %s HTTP/%s" %d');
+        "common", "combined", "json" or a callable(record): the library's
+        access records instead (Manager.access_log, set on each Manager
+        listen() serves).
         limit_max_requests: after that many responses, a graceful drain
         (drain_timeout_ms). url_scheme: wsgi.url_scheme instead of the
         listener's. multiprocess: wsgi.multiprocess. stream_body: wsgi.input
@@ -370,7 +373,10 @@ class Server:
         self.app = app
         self.threads = threads
         self.root_path = root_path
-        self.access_log = bool(access_log)
+        # A format or callable: the library's records (Manager.access_log);
+        # True: this server's own line per response.
+        self.access_format = access_log if isinstance(access_log, str) or callable(access_log) else None
+        self.access_log = bool(access_log) and self.access_format is None
         self.limit_max_requests = limit_max_requests
         self.url_scheme = url_scheme
         self.multiprocess = bool(multiprocess)
@@ -394,10 +400,13 @@ class Server:
 
     # ---- setup ----
 
-    def listen(self, manager: Any, url: str) -> Any:
+    def listen(self, manager: Any, url: str, **lopts: Any) -> Any:
         """Listen on url (http://, https://, http+unix://, https+unix://;
         port 0 picks one) with this app; returns the Listener.
-        wsgi.url_scheme follows the listener."""
+        wsgi.url_scheme follows the listener. Listener options as
+        Manager.http_listen (proxy_protocol, proxy_from, allow, deny, ...);
+        behind a PROXY protocol front REMOTE_ADDR is the client's and
+        environ["nanosrv.proxy"] has the front's facts (HttpMessage.proxy)."""
         scheme = url.split("://", 1)[0] if isinstance(url, str) and "://" in url else None
         if scheme not in ("http", "https", "http+unix", "https+unix"):
             raise ValueError("listen(manager, url): url must start with http://, https://, http+unix:// or "
@@ -407,7 +416,9 @@ class Server:
             manager.set_option("stream_body", 1)  # wsgi.input reads the body as it arrives
         host = "localhost" if scheme.endswith("+unix") else _url_host(url)
         where = _Where("https" if scheme.startswith("https") else "http", host, 0)
-        lst = manager.http_listen(url, self._handler(lp, where))
+        if self.access_format is not None and manager._access is None:
+            manager.set_access_log(self.access_format)
+        lst = manager.http_listen(url, self._handler(lp, where), **lopts)
         where.port = lst.port
         return lst
 
@@ -497,6 +508,7 @@ class Server:
             b = bases.get(key)
             if b is None:
                 b = bases[key] = srv._base("https" if tls else where.scheme, where.host, where.port)
+                b["nanosrv.manager"] = lp.m  # for the HTTP client: environ["nanosrv.manager"].fetch_blocking(url)
             return b
 
         def handler(conn, msg):
@@ -517,6 +529,8 @@ class Server:
             o = e[PEER]
             env["REMOTE_ADDR"] = a[o:o + e[PEER_LEN]].decode("latin-1")
             env["REMOTE_PORT"] = str(e[PEER_PORT])
+            if flags & EVF_PROXY:
+                env["nanosrv.proxy"] = msg.proxy
             _add_headers(env, raw)
             ex = _Exchange(lp, conn, env, bool(flags & EVF_HEAD), inline, raw)
             if srv.access_log:

@@ -89,6 +89,78 @@ class HTTPError(Exception):
             self.status = status
 
 
+class ClientError(Error):
+    """An outbound request or WebSocket connection failed (nanosrv.client,
+    nanosrv.ws_client). `code` is the NSV_E* value of the failure, `detail`
+    the library's reason (e.g. which timeout expired); `url` the target."""
+    url: str = ""
+
+
+class ConnectionRefused(ClientError, ConnectionRefusedError):
+    """Nothing listens at the URL's host and port (NSV_ECONNREFUSED); also a
+    ConnectionRefusedError."""
+
+
+class Timeout(ClientError, TimeoutError):
+    """A connect, head, read or whole-request timeout expired
+    (NSV_ETIMEDOUT; detail says which), or the `timeout=` of the call;
+    also a TimeoutError (asyncio.TimeoutError since Python 3.11)."""
+
+
+class HostNotFound(ClientError):
+    """The URL's host name does not resolve (NSV_ENOTFOUND)."""
+
+
+class BadResponse(ClientError):
+    """The server's answer broke HTTP/1.1 (NSV_EPARSE: status line, headers,
+    framing, chunk sizes) or, for a WebSocket, was not a valid 101 answer
+    (detail: the status line or the rule that failed)."""
+
+
+class ResponseTooLarge(ClientError):
+    """The answer's head or body passed a limit (NSV_ETOOBIG:
+    NSV_OPT_HTTP_MAX_HEAD_BYTES, _MAX_HEADERS, _MAX_BODY)."""
+
+
+class ConnectionClosed(ClientError, ConnectionError):
+    """The server closed the connection before the response ended
+    (NSV_ECLOSED); also a ConnectionError."""
+
+
+class ClientTlsError(ClientError, TlsError):
+    """The TLS handshake or the server's certificate check failed (NSV_ETLS)."""
+
+
+class ClientStopped(ClientError):
+    """The server is stopping or draining, or was closed (NSV_ESTOPPED)."""
+
+
+class WebSocketClosed(ClientError):
+    """recv() or send() on a WebSocket client that has closed. `close_code`
+    and `close_reason` are those of the server's close frame (1006 and ""
+    when the connection ended without one); `code` is NSV_ECLOSED. `ok`
+    is True for a normal close (1000, 1001, or no status: 1005)."""
+    close_code: int = 1006
+    close_reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.close_code in (1000, 1001, 1005)
+
+
+_CLIENT_BY_CODE = {lib.NSV_ECONNREFUSED: ConnectionRefused, lib.NSV_ETIMEDOUT: Timeout,
+                   lib.NSV_ENOTFOUND: HostNotFound, lib.NSV_EPARSE: BadResponse, lib.NSV_ETOOBIG: ResponseTooLarge,
+                   lib.NSV_ECLOSED: ConnectionClosed, lib.NSV_ETLS: ClientTlsError, lib.NSV_ESTOPPED: ClientStopped}
+
+
+def client_error(code: int, detail: str = "", url: str = "") -> ClientError:
+    """The ClientError subclass for a request's ERROR code (ConnectionRefused,
+    Timeout, ...); other codes give a plain ClientError."""
+    e = _CLIENT_BY_CODE.get(code, ClientError)(code, ("%s: %s" % (url, detail)) if url and detail else detail or url)
+    e.url = url
+    return e
+
+
 _BY_CODE = {ESTALE: StaleError, ESTATE: StateError, ENOTSUP: NotSupportedError, lib.NSV_EINVAL: InvalidArgument,
             lib.NSV_ETLS: TlsError}
 

@@ -59,3 +59,98 @@ def header_bytes(headers: Any) -> bytes:
         name, value = check_header(pair[0], pair[1])
         out.append("%s: %s\r\n" % (name, value))
     return "".join(out).encode("latin-1", "surrogateescape") if out else b""
+
+
+_MISSING = object()
+
+
+class Headers:
+    """Received headers (an HTTP client response, a WebSocket client's 101
+    answer): a read-only multi-dict whose lookups ignore case. `h[name]` and
+    `get(name)` give the first value, `getall(name)` / `getlist(name)` every
+    value in order, `name in h`; `items()`, `keys()`, `values()` and
+    iteration give every pair in the order received, names as sent, repeats
+    included; `len()` counts lines. `header(name)` is `get(name)`, as on a
+    request message."""
+    __slots__ = ("_pairs", "_first")
+
+    def __init__(self, pairs: Any = ()) -> None:
+        self._pairs = list(pairs)
+        self._first: Any = None
+
+    @classmethod
+    def from_block(cls, block: bytes) -> "Headers":
+        """From b"Name: value\\r\\n" lines (latin-1, values trimmed)."""
+        out = []
+        for line in block.decode("latin-1").split("\r\n"):
+            if line:
+                name, _, value = line.partition(":")
+                out.append((name, value.strip(" \t")))
+        return cls(out)
+
+    def _index(self) -> Any:
+        f = self._first
+        if f is None:
+            f = {}
+            for k, v in self._pairs:
+                f.setdefault(k.lower(), v)
+            self._first = f
+        return f
+
+    def __getitem__(self, name: str) -> str:
+        return self._index()[name.lower()]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._index().get(name.lower(), default)
+
+    header = get
+
+    def getone(self, name: str, default: Any = _MISSING) -> Any:
+        f = self._index()
+        if name.lower() in f:
+            return f[name.lower()]
+        if default is _MISSING:
+            raise KeyError(name)
+        return default
+
+    def getall(self, name: str, default: Any = _MISSING) -> Any:
+        n = name.lower()
+        out = [v for k, v in self._pairs if k.lower() == n]
+        if out:
+            return out
+        if default is _MISSING:
+            raise KeyError(name)
+        return default
+
+    def getlist(self, name: str) -> Any:
+        n = name.lower()
+        return [v for k, v in self._pairs if k.lower() == n]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._index()
+
+    def __iter__(self) -> Any:
+        return (k for k, _ in self._pairs)
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+    def __bool__(self) -> bool:
+        return bool(self._pairs)
+
+    def items(self) -> Any:
+        return list(self._pairs)
+
+    def keys(self) -> Any:
+        return [k for k, _ in self._pairs]
+
+    def values(self) -> Any:
+        return [v for _, v in self._pairs]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Headers):
+            return self._pairs == other._pairs
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return "Headers(%r)" % (self._pairs,)

@@ -10,6 +10,13 @@ gunicorn users know. This module parses the flags, binds the listening
 socket, loads the application and runs one server process; the pre-fork
 supervisor behind --workers is nanosrv._supervisor.
 
+Behind a load balancer: --proxy-protocol [v1|v2|any] (the client's
+address from the PROXY header becomes the peer: ASGI scope["client"], WSGI
+REMOTE_ADDR), --proxy-from, --allow, --deny (CIDR lists), --metrics-path,
+--readyz-path, --access-log common|combined|json, --reuseport, --max-conns,
+--no-shed. Started by systemd socket activation (LISTEN_FDS set for this
+process), the command serves the passed socket instead of binding one.
+
 Interface detection (--interface auto): an application that is a coroutine
 function, or an object whose __call__ is one, is ASGI; otherwise one whose
 call takes 3 positional parameters (scope, receive, send) is ASGI and one
@@ -91,6 +98,17 @@ def _cert_reqs(v: str) -> int:
     return names[v.lower()]
 
 
+def _access_format(v: str) -> str:
+    if v not in ("common", "combined", "json"):
+        raise argparse.ArgumentTypeError("--access-log FORMAT must be common, combined or json, not %r" % v)
+    return v
+
+
+def _path(flag: str, v: Optional[str], p: argparse.ArgumentParser) -> None:
+    if v is not None and not v.startswith("/"):
+        p.error("%s must start with '/', not %r" % (flag, v))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command's argument parser."""
     p = argparse.ArgumentParser(
@@ -120,8 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="client certificates: 0 none, 1 optional, 2 required (default 0; 2 when "
                         "--ssl-ca-certs is given without it)")
     p.add_argument("--log-level", choices=tuple(LOG_LEVELS), default="info", help="log level (default info)")
-    p.add_argument("--access-log", dest="access_log", action="store_true", default=True,
-                   help="one log line per request (default)")
+    p.add_argument("--access-log", dest="access_log", nargs="?", const=True, default=True, metavar="FORMAT",
+                   type=_access_format,
+                   help="one log line per request (default); FORMAT common, combined or json: the "
+                        "library's access records in that format (nginx's common and combined, or JSON)")
     p.add_argument("--no-access-log", dest="access_log", action="store_false", help="no access log")
     p.add_argument("--root-path", default="", help="mount point of the application (ASGI root_path, WSGI SCRIPT_NAME)")
     p.add_argument("--limit-max-requests", type=_positive("--limit-max-requests"), default=None,
@@ -134,6 +154,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ws-max-size", type=_positive("--ws-max-size"), default=16 << 20,
                    help="largest WebSocket message in bytes (default 16 MiB)")
     p.add_argument("--ws-ping-interval", type=_seconds, default=None, help="seconds between WebSocket pings (default off)")
+    p.add_argument("--proxy-protocol", nargs="?", const="any", default=None, choices=("v1", "v2", "any"),
+                   help="every connection starts with a PROXY protocol header from a load balancer "
+                        "(default when given: any, v1 or v2); the client's address becomes the peer")
+    p.add_argument("--proxy-timeout-ms", type=_positive("--proxy-timeout-ms"), default=None,
+                   help="deadline for the PROXY header from accept (default 5000)")
+    p.add_argument("--proxy-from", action="append", default=None, metavar="CIDRS",
+                   help="fronts allowed to connect with --proxy-protocol (CIDR list; repeatable)")
+    p.add_argument("--allow", action="append", default=None, metavar="CIDRS",
+                   help="serve only clients in these CIDR ranges (repeatable)")
+    p.add_argument("--deny", action="append", default=None, metavar="CIDRS",
+                   help="never serve clients in these CIDR ranges (repeatable; checked before --allow)")
+    p.add_argument("--metrics-path", default=None, metavar="PATH",
+                   help="answer GET PATH (e.g. /metrics) with the server's metrics in the Prometheus "
+                        "text format, before the application")
+    p.add_argument("--readyz-path", default=None, metavar="PATH",
+                   help="answer GET PATH with 200 while serving and 503 once draining (a readiness check)")
+    p.add_argument("--reuseport", action="store_true",
+                   help="bind with SO_REUSEPORT, so several independent servers share the port")
+    p.add_argument("--max-conns", type=_positive("--max-conns"), default=None,
+                   help="connections per process (default the library's 10000)")
+    p.add_argument("--no-shed", dest="shed", action="store_false", default=True,
+                   help="at --max-conns refuse new connections instead of closing idle ones to make room")
     p.add_argument("--version", action="store_true", help="print the versions and exit")
     return p
 
@@ -156,7 +198,27 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         a.ssl_cert_reqs = 2
     if a.uds and (a.port != 8000 or a.host != "127.0.0.1"):
         p.error("--uds replaces --host and --port; give one or the other")
+    if a.uds and a.reuseport:
+        p.error("--reuseport applies to --host/--port sockets, not --uds")
+    if (a.proxy_from or a.proxy_timeout_ms) and not a.proxy_protocol:
+        p.error("--proxy-from and --proxy-timeout-ms need --proxy-protocol")
+    _path("--metrics-path", a.metrics_path, p)
+    _path("--readyz-path", a.readyz_path, p)
     return a
+
+
+def listener_options(args: argparse.Namespace) -> dict:
+    """Manager.http_listen's listener options from the flags."""
+    opts = {}
+    if args.proxy_protocol:
+        opts["proxy_protocol"] = args.proxy_protocol
+    if args.proxy_timeout_ms:
+        opts["proxy_timeout_ms"] = args.proxy_timeout_ms
+    for name in ("proxy_from", "allow", "deny"):
+        v = getattr(args, name)
+        if v:
+            opts[name] = ",".join(v)
+    return opts
 
 
 # ---- the application ----
@@ -270,6 +332,8 @@ def bind_socket(args: argparse.Namespace) -> socket.socket:
     s = socket.socket(fam, socket.SOCK_STREAM)
     try:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if getattr(args, "reuseport", False):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         if fam == socket.AF_INET6:
             s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         s.bind(addr)
@@ -278,6 +342,29 @@ def bind_socket(args: argparse.Namespace) -> socket.socket:
         s.close()
         why = "address already in use" if e.errno == 98 else e.strerror
         raise StartupError("cannot listen on %s:%d: %s" % (_host_text(host), args.port, why), 1)
+    return s
+
+
+def inherited_socket() -> Optional[socket.socket]:
+    """The listening socket systemd socket activation passed (LISTEN_FDS
+    for this process: descriptor 3), or None. The variables are removed so
+    workers and the application's children do not take it for theirs.
+    More than one socket: the first is served, the others closed (the
+    command serves one address)."""
+    from .ops import inherited_fds
+    try:
+        fds = inherited_fds(True)
+    except Exception as e:
+        raise StartupError("LISTEN_FDS: %s" % e, EXIT_USAGE)
+    if not fds:
+        return None
+    for fd in fds[1:]:
+        log.warning("systemd passed %d sockets; serving the first, closing descriptor %d", len(fds), fd)
+        os.close(fd)
+    s = socket.socket(fileno=fds[0])
+    if s.type != socket.SOCK_STREAM:
+        s.close()
+        raise StartupError("the socket systemd passed (descriptor %d) is not a stream socket" % fds[0], EXIT_USAGE)
     return s
 
 
@@ -297,10 +384,11 @@ def listen_url(args: argparse.Namespace, sock: socket.socket) -> str:
 
 def listening_line(args: argparse.Namespace, sock: socket.socket, interface: str) -> str:
     """The line printed once listening: "listening on PORT (URL, ...)"."""
-    where = "unix:%s" % args.uds if sock.family == socket.AF_UNIX else str(sock.getsockname()[1])
+    uds = args.uds or (sock.getsockname() if sock.family == socket.AF_UNIX else None)
+    where = "unix:%s" % uds if sock.family == socket.AF_UNIX else str(sock.getsockname()[1])
     url = listen_url(args, sock)
     if sock.family == socket.AF_UNIX:
-        url = "%s+unix://%s" % ("https" if args.ssl_certfile else "http", args.uds)
+        url = "%s+unix://%s" % ("https" if args.ssl_certfile else "http", uds)
     procs = "%d worker%s" % (args.workers, "" if args.workers == 1 else "s") if args.workers else "pid %d" % os.getpid()
     return "listening on %s (%s, %s, %s)" % (where, url, interface, procs)
 
@@ -338,13 +426,14 @@ def _adopting_manager(fd: int, url: str) -> Any:
     from ._manager import Manager
 
     class AdoptingManager(Manager):
-        def _listen(self, u: str, fn: Any, ws: Any, events: Any) -> Any:
+        def _listen(self, u: str, fn: Any, ws: Any, events: Any, **lopts: Any) -> Any:
             nonlocal fd
             if fd < 0 or u != url:
-                return super()._listen(u, fn, ws, events)
+                return super()._listen(u, fn, ws, events, **lopts)
             ref = listen_fd(self, u, fd, fn, ws)
             fd = -1  # the library owns it now
             self._listen_events[ref.id] = events
+            self._listener_options(ref, lopts)
             return ref
 
     return AdoptingManager()
@@ -413,6 +502,15 @@ class Worker:
             except (Error, OSError, ValueError, TypeError) as e:
                 raise StartupError("bad TLS settings (--ssl-certfile %s --ssl-keyfile %s): %s"
                                    % (a.ssl_certfile, a.ssl_keyfile, e), EXIT_BOOT_ERROR)
+        if a.max_conns:
+            m.set_max_connections(a.max_conns)
+        if not a.shed:
+            m.set_option("shed", 0)
+        from .ops import metrics_handler, readyz_handler
+        if a.metrics_path:
+            m.get(a.metrics_path, metrics_handler(m))
+        if a.readyz_path:
+            m.get(a.readyz_path, readyz_handler(m))
         self.manager = m
         return m
 
@@ -427,7 +525,7 @@ class Worker:
     def _listen(self, srv: Any, m: Any, url: str) -> Any:
         from .errors import Error
         try:
-            return srv.listen(m, url)
+            return srv.listen(m, url, **listener_options(self.args))
         except Error as e:
             a = self.args
             if a.ssl_certfile:  # the certificate and key are parsed by the first TLS listener
@@ -546,7 +644,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     configure_logging(args.log_level)
     try:
         _loop_factory(args.loop)  # --loop uvloop without uvloop fails here, before any fork
-        sock = bind_socket(args)
+        # systemd socket activation: the unit's socket instead of binding
+        # (--host, --port and --uds are not used then).
+        sock = inherited_socket()
+        if sock is None:
+            sock = bind_socket(args)
+        elif sock.family != socket.AF_UNIX:
+            args.host = sock.getsockname()[0]  # what the URL and ASGI "server" say
     except StartupError as e:
         print("nanosrv: error: %s" % e, file=sys.stderr, flush=True)
         return e.status

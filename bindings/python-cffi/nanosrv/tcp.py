@@ -403,8 +403,18 @@ def state(manager):
     return r
 
 
-def listen(manager, url, handler):
-    """tcp:// or tls:// listener whose connections `handler` serves."""
+class _Refuse:
+    """The handler of a listener whose options were refused."""
+
+    def on_open(self, conn):
+        conn.abort()
+
+
+def listen(manager, url, handler, **lopts):
+    """tcp:// or tls:// listener whose connections `handler` serves.
+    Listener options as Manager.http_listen (proxy_protocol, proxy_from,
+    allow, deny, ...): behind a PROXY protocol front conn.peer is the
+    client's address."""
     if not isinstance(url, str):
         raise TypeError("url must be str, not %s" % type(url).__name__)
     if handler is None or not (callable(handler) or hasattr(handler, "on_data") or hasattr(handler, "on_open")):
@@ -415,7 +425,14 @@ def listen(manager, url, handler):
     st = state(manager)
     lid = check(lib.nsv_listen(srv, u, len(u)), srv)
     st.listeners[lid] = handler
-    return Listener(lid, lib.nsv_listener_port(srv, lid), url)
+    ref = Listener(lid, lib.nsv_listener_port(srv, lid), url, manager)
+    if lopts:
+        try:
+            manager.configure_listener(lid, **lopts)
+        except BaseException:
+            st.listeners[lid] = _Refuse  # nothing is served unfiltered
+            raise
+    return ref
 
 
 def connect(manager, url, handler):

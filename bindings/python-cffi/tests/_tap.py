@@ -19,6 +19,8 @@ class TapResult(unittest.TestResult):
         self.n = 0
 
     def _line(self, ok, test, extra=""):
+        if getattr(self, "_sub_failed", None) is test:
+            self._sub_failed = None  # one line per test
         self.n += 1
         print("%s %d - %s%s" % ("ok" if ok else "not ok", self.n, test.id().split(".", 1)[-1], extra))
         sys.stdout.flush()
@@ -28,8 +30,12 @@ class TapResult(unittest.TestResult):
         self._line(True, test)
 
     def _diag(self, err):
-        for line in "".join(traceback.format_exception(*err)).splitlines():
+        text = "".join(traceback.format_exception(*err))
+        for line in text.splitlines():
             print("# " + line)
+        # stderr too: prove shows it without -v, so a failure in CI says what failed
+        sys.stderr.write("".join("# %s\n" % l for l in text.splitlines()[-30:]))
+        sys.stderr.flush()
 
     def addFailure(self, test, err):
         super().addFailure(test, err)
@@ -40,6 +46,21 @@ class TapResult(unittest.TestResult):
         super().addError(test, err)
         self._line(False, test)
         self._diag(err)
+
+    def addSubTest(self, test, subtest, err):
+        # A failed subtest fails its test, which then gets no addSuccess:
+        # its line is written at stopTest, with each subtest's diagnostics.
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            self._sub_failed = test
+            print("# subtest %s failed:" % subtest._subDescription())
+            self._diag(err)
+
+    def stopTest(self, test):
+        super().stopTest(test)
+        if getattr(self, "_sub_failed", None) is test:
+            self._sub_failed = None
+            self._line(False, test)
 
     def addSkip(self, test, reason):
         super().addSkip(test, reason)

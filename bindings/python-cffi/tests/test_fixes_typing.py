@@ -9,7 +9,7 @@ import unittest
 import _tap
 
 MODULES = ["_manager.py", "_conn.py", "_message.py", "_response.py", "errors.py", "_ffi.py", "util.py",
-           "headers.py", "__init__.py"]
+           "headers.py", "__init__.py", "client.py", "ws_client.py"]
 
 
 class Typing(unittest.TestCase):
@@ -29,7 +29,8 @@ class Typing(unittest.TestCase):
         import inspect
         import nanosrv
         missing = []
-        for cls in (nanosrv.Manager, nanosrv.ShardedManager, nanosrv.Connection, nanosrv.HttpMessage):
+        for cls in (nanosrv.Manager, nanosrv.ShardedManager, nanosrv.Connection, nanosrv.HttpMessage,
+                    nanosrv.client.Response, nanosrv.client.Request, nanosrv.ws_client.WebSocket, nanosrv.Headers):
             for name, fn in vars(cls).items():
                 if name.startswith("_") and name not in ("__init__",):
                     continue

@@ -83,6 +83,20 @@ int nsv__conn_op(nsv__loop *l, const nsv__cmd *k)
         return nsv__tcp_op(l, c, (int)op, (int64_t)arg, 0);
     case NSV__OP_TCP_WATER:
         return nsv__tcp_op(l, c, (int)op, (int64_t)(arg >> 32), (int64_t)(arg & 0xFFFFFFFFu));
+    case NSV__OP_TLS_UPGRADE: {
+        int r = nsv__tcp_tls_upgrade(l, c, b, blen, (uint32_t)arg);
+        if (r >= 0 || !l->forwarded)
+            return r;
+        /* The caller was told it was queued and waits for TCP_CONNECTED:
+         * it hears of the refusal instead, and the connection closes. */
+        nsv__conn *cc = nsv__conn_get(l, k->id);
+        if (cc) {
+            const char *msg = nsv_last_error_detail(l->srv);
+            nsv__evq_emit(l, cc, NSV_EV_ERROR, r, 0, msg, strlen(msg));
+            nsv__conn_close(l, cc);
+        }
+        return NSV_OK;
+    }
     }
     return NSV_EINVAL;
 }
@@ -326,6 +340,33 @@ int nsv_send(nsv_server *s, uint64_t id, const char *data, size_t len)
     return conn_call(s, "nsv_send", NSV__OP_TCP_SEND, id, 0, NULL, 0, data, len, 0);
 }
 
+/* The name is checked here, in the caller's thread, so its detail is the
+ * caller's; the connection's state is judged by its loop. */
+int nsv_tls_upgrade(nsv_server *s, uint64_t id, const char *name, size_t len, uint32_t flags)
+{
+    if (!s)
+        return nsv__set_detail(NULL, NSV_EINVAL, "nsv_tls_upgrade: srv is NULL");
+    if (!nsv_tls_available())
+        return nsv__set_detail(s, NSV_ENOTSUP, "nsv_tls_upgrade: this build has no TLS (nsv_tls_available() "
+                               "is 0)");
+    if (flags & ~(uint32_t)NSV_TLS_UPGRADE_VERIFY)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_tls_upgrade: unknown flags 0x%x (known: "
+                               "NSV_TLS_UPGRADE_VERIFY)", (unsigned)(flags & ~(uint32_t)NSV_TLS_UPGRADE_VERIFY));
+    if (len && !name)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_tls_upgrade: server_name is NULL with len %zu", len);
+    if (len > 253)
+        return nsv__set_detail(s, NSV_EINVAL, "nsv_tls_upgrade: server_name is %zu bytes; a host name has "
+                               "at most 253", len);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+              ch == '.' || ch == '_' || ch == ':'))
+            return nsv__set_detail(s, NSV_EINVAL, "nsv_tls_upgrade: byte 0x%02x at offset %zu of server_name is "
+                                   "not allowed in a host name (letters, digits, '-', '.', '_', ':')", ch, i);
+    }
+    return conn_call(s, "nsv_tls_upgrade", NSV__OP_TLS_UPGRADE, id, 0, NULL, 0, name, len, flags);
+}
+
 int nsv_shutdown(nsv_server *s, uint64_t id) { return conn_call(s, "nsv_shutdown", NSV__OP_TCP_SHUTDOWN, id, 0, NULL, 0, NULL, 0, 0); }
 int nsv_abort(nsv_server *s, uint64_t id) { return conn_call(s, "nsv_abort", NSV__OP_TCP_ABORT, id, 0, NULL, 0, NULL, 0, 0); }
 
@@ -343,21 +384,29 @@ int nsv_set_water_marks(nsv_server *s, uint64_t id, int64_t high, int64_t low)
     return conn_call(s, "nsv_set_water_marks", NSV__OP_TCP_WATER, id, 0, NULL, 0, NULL, 0, ((uint64_t)high << 32) | (uint64_t)low);
 }
 
+struct connect_args {
+    const char *url;
+    size_t len;
+};
+
+static int64_t connect_here(nsv__loop *l, const void *args)
+{
+    const struct connect_args *a = args;
+    nsv_server *s = l->srv;
+    if (atomic_load(&s->stop) || atomic_load(&s->draining))
+        return nsv__set_detail(s, NSV_ESTOPPED, "nsv_connect: the server is %s; no new connections",
+                               atomic_load(&s->draining) ? "draining" : "stopped");
+    return nsv__tcp_connect_here(l, a->url, a->len);
+}
+
 int64_t nsv_connect(nsv_server *s, const char *url, size_t len)
 {
     if (!s)
         return nsv__set_detail(NULL, NSV_EINVAL, "nsv_connect: srv is NULL");
     if (!url)
         return nsv__set_detail(s, NSV_EINVAL, "nsv_connect: url is NULL");
-    if (atomic_load(&s->stop) || atomic_load(&s->draining))
-        return nsv__set_detail(s, NSV_ESTOPPED, "nsv_connect: the server is %s; no new connections",
-                               atomic_load(&s->draining) ? "draining" : "stopped");
-    if (!s->sharded)
-        return nsv__tcp_connect_here(s->loops[0], url, len);
-    nsv__loop *self = nsv__shard_current(s);
-    if (self)
-        return nsv__tcp_connect_here(self, url, len);
-    return nsv__shard_connect(s, url, len);
+    struct connect_args a = {url, len};
+    return nsv__on_some_loop(s, "nsv_connect", connect_here, &a);
 }
 
 int nsv_reply_batch(nsv_server *s, const char *buf, size_t len)

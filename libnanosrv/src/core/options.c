@@ -40,6 +40,18 @@ static const opt_def opts[] = {
     {NSV_OPT_CONNECTIONS, "connections", 0, 0, 0},
     {NSV_OPT_REUSEPORT, "reuseport", F(reuseport), 0, 1},
     {NSV_OPT_EXPECT_MANUAL, "expect_manual", F(expect_manual), 0, 1},
+    {NSV_OPT_HTTP_CONNS_PER_ORIGIN, "http_conns_per_origin", F(http_per_origin), 1, 256},
+    {NSV_OPT_HTTP_POOL_IDLE_MS, "http_pool_idle_ms", F(http_pool_idle_ms), 0, 86400000},
+    {NSV_OPT_HTTP_HEAD_TIMEOUT_MS, "http_head_timeout_ms", F(http_head_timeout_ms), 1, 86400000},
+    {NSV_OPT_HTTP_TIMEOUT_MS, "http_timeout_ms", F(http_timeout_ms), 0, 86400000},
+    {NSV_OPT_HTTP_READ_TIMEOUT_MS, "http_read_timeout_ms", F(http_read_timeout_ms), 1, 86400000},
+    {NSV_OPT_HTTP_MAX_HEAD_BYTES, "http_max_head_bytes", F(http_max_head), 256, 16 << 20},
+    {NSV_OPT_HTTP_MAX_HEADERS, "http_max_headers", F(http_max_headers), 1, 256},
+    {NSV_OPT_HTTP_MAX_BODY, "http_max_body", F(http_max_body), 0, INT64_MAX},
+    {NSV_OPT_DRAINING, "draining", 0, 0, 0},
+    {NSV_OPT_METRICS_LATENCY, "metrics_latency", F(metrics_latency), 0, 1},
+    {NSV_OPT_ACCESS_LOG, "access_log", F(access_log), 0, 1 << 20},
+    {NSV_OPT_SHED, "shed", F(shed), 0, 1},
 };
 #undef F
 
@@ -59,6 +71,15 @@ void nsv__options_defaults(nsv_server *s)
     s->tcp_low_water = 32768;
     s->connect_timeout_ms = 30000;
     s->tls_verify_server = 1; /* outbound TLS is verified unless turned off */
+    s->http_per_origin = 8;
+    s->http_pool_idle_ms = 30000;
+    s->http_head_timeout_ms = 30000;
+    s->http_read_timeout_ms = 30000;
+    s->http_max_head = 65536;
+    s->http_max_headers = 100;
+    s->http_max_body = (int64_t)1 << 30;
+    s->metrics_latency = 1;
+    s->shed = 1;
     s->gzip_level = 6;        /* zlib's own default: most of level 9's gain at a fraction of its cost */
 }
 
@@ -118,6 +139,8 @@ int64_t nsv_get_int(nsv_server *s, int opt)
         return atomic_load(&s->tls_failures);
     if (opt == NSV_OPT_CONNECTIONS)
         return atomic_load(&s->nconns);
+    if (opt == NSV_OPT_DRAINING)
+        return atomic_load(&s->draining) ? 1 : 0;
     return *(int64_t *)((char *)s + d->field);
 }
 

@@ -1,5 +1,7 @@
 /* server.c - server lifecycle, listeners, routes and the single-loop poll. */
 #include "server.h"
+#include "../loop/edge.h"
+#include "http_client.h"
 #include "../tls/tls.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +38,7 @@ nsv_server *nsv_server_new_ex(int workers, nsv_alloc_fn fn, void *ud)
         return NULL;
     }
     s->alloc = a;
+    s->httpc_hooks = &nsv__httpc_hooks;
     s->detail_serial = nsv__detail_serial();
     nsv__options_defaults(s);
     for (int i = 0; i < NSV__MAX_LISTENERS; i++)
@@ -70,6 +73,9 @@ void nsv_server_free(nsv_server *s)
 {
     if (!s)
         return;
+    /* First: once this returns no signal handler can reach the server. */
+    if (atomic_load(&s->signal_regs))
+        nsv__signal_forget(s);
     atomic_store(&s->stop, 1);
     if (s->sharded)
         nsv__shard_stop(s);
@@ -80,12 +86,18 @@ void nsv_server_free(nsv_server *s)
         close_listener(s, i);
     for (int i = 0; i < s->nloops; i++) {
         nsv__gzip_loop_free(s->loops[i]);
+        nsv__access_loop_free(s->loops[i]);
         nsv__loop_free(s->loops[i]);
     }
     nsv__router_free(s->router);
     nsv__gzip_server_free(s);
     nsv__static_free(s);
     nsv__tls_server_free(s);
+    for (int i = 0; i < s->nlisteners; i++) /* after the loops: their connections may still point at it */
+        if (s->listeners[i].edge) {
+            nsv__edge_free(s, s->listeners[i].edge);
+            s->listeners[i].edge = NULL;
+        }
     nsv__alloc a = s->alloc;
     nsv__free(&a, s);
 }
@@ -410,12 +422,13 @@ int nsv_wakeup(nsv_server *s)
         char x = 1;
         ssize_t w = write(s->notify[1], &x, 1);
         (void)w;
+        /* Per-worker pollers sleep on a condition variable, which a signal
+         * handler must not touch (glibc's broadcast takes an internal lock
+         * the interrupted thread may hold): the worker, woken above,
+         * broadcasts for us (shard.c). */
         for (int i = 0; i < s->nloops; i++) {
-            /* per-worker pollers sleep on a condition variable */
-            if (pthread_mutex_trylock(&s->loops[i]->qlock) == 0) {
-                pthread_cond_broadcast(&s->loops[i]->qcond);
-                pthread_mutex_unlock(&s->loops[i]->qlock);
-            }
+            atomic_store(&s->loops[i]->wake_pollers, 1);
+            nsv__loop_wake(s->loops[i]);
         }
     }
     return NSV_OK;
@@ -447,9 +460,16 @@ static int loop_step(nsv__loop *l, int timeout_ms)
      * batches may go by without an epoll_wait; output is still flushed). */
     if (l->events.count && l->io_skips < 4) {
         l->io_skips++;
+        nsv__drain_check(l); /* a reply may have closed a drain's last connection */
         return 0;
     }
     l->io_skips = 0;
+    /* Before sleeping: a drain whose last connection closed outside the
+     * poll (a reply from the host) is over now, and no I/O may ever come
+     * to wake a poll without a timeout. */
+    nsv__drain_check(l);
+    if (atomic_load(&l->srv->stop))
+        return 0;
     int r = nsv__loop_run_once(l, l->events.count ? 0 : timeout_ms);
     nsv__cmd_run(l); /* what woke the poll (a wakeup's event) goes out with this batch */
     nsv__drain_check(l);

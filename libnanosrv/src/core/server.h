@@ -18,6 +18,12 @@ int nsv__detail_since(nsv_server *s, uint64_t mark);
 int nsv__set_detail_since(nsv_server *s, uint64_t mark, int err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* client_url.c: parse url and check it for an outbound client of scheme
+ * ("http", "ws") or its TLS form; *target / *tlen: what goes on the
+ * request line. NSV_OK or the error with call's detail. */
+int nsv__client_url(nsv_server *s, const char *call, const char *url, size_t len, const char *scheme, nsv_url *u,
+                    int *tls, const char **target, size_t *tlen);
+
 /* Per-connection operations: run in place on the owning loop (conn_api.c)
  * or queued to it from another thread (shard.c). */
 enum {
@@ -44,6 +50,10 @@ int nsv__conn_call_file(nsv_server *s, uint64_t id, int status, const char *h, s
      (uint64_t)((hflags) & 3) << 41 | (uint64_t)(uint16_t)(mime) << 48)
 /* options.c */
 void nsv__options_defaults(nsv_server *s);
+
+/* signal_drain.c: drop every nsv_drain_on_signal registration of s and
+ * wait until no signal handler is using it (nsv_server_free). */
+void nsv__signal_forget(nsv_server *s);
 
 /* router.c: the method and flags checks of nsv__router_add. 0, or NSV_EINVAL
  * with the reason (static text) in *why. Methods are RFC 9110 tokens of at

@@ -16,29 +16,22 @@
 #include <unistd.h>
 
 
-/* nsv_connect from a non-worker thread: the worker allocates the slot. */
-struct connect_req {
-    const char *url;
-    size_t len;
+/* nsv__on_some_loop from a thread that is not a worker: the worker runs
+ * here() and keeps its detail for the calling thread. */
+struct some_loop {
+    int64_t (*here)(nsv__loop *l, const void *args);
+    const void *args;
     int64_t result;
-    int done;
-    char detail[256]; /* the worker's detail of a failure, for the calling thread */
-    pthread_mutex_t m;
-    pthread_cond_t cv;
+    char detail[400];
 };
 
-static void connect_here(nsv__loop *l, struct connect_req *r)
+static void some_loop_fn(nsv__loop *l, void *arg)
 {
-    int64_t id = nsv__tcp_connect_here(l, r->url, r->len);
-    if (id < 0)
+    struct some_loop *r = arg;
+    r->result = r->here(l, r->args);
+    if (r->result < 0)
         snprintf(r->detail, sizeof r->detail, "%s", nsv_last_error_detail(l->srv));
-    pthread_mutex_lock(&r->m);
-    r->result = id;
-    r->done = 1;
-    pthread_cond_signal(&r->cv);
-    pthread_mutex_unlock(&r->m);
 }
-
 
 static _Thread_local nsv__loop *tl_loop;
 static int ensure_started(nsv_server *s);
@@ -83,7 +76,6 @@ static void conn_cmd(nsv__loop *l, const nsv__cmd *c)
         nsv__conn_close(l, cc);
 }
 
-static void connect_cmd(nsv__loop *l, const nsv__cmd *c) { connect_here(l, (struct connect_req *)(uintptr_t)c->arg); }
 
 /* Check and advance a connection's ticket from another thread. from 4 means
  * any state (only the id is checked). An upgrade (from PENDING to WS) of a
@@ -162,21 +154,65 @@ int nsv__shard_forward(nsv_server *s, const nsv__cmd *k)
 }
 
 /* Round trip to a worker, which owns the connection table. */
-int64_t nsv__shard_connect(nsv_server *s, const char *url, size_t len)
+int64_t nsv__on_some_loop(nsv_server *s, const char *call, int64_t (*here)(nsv__loop *l, const void *args),
+                          const void *args)
+{
+    if (!s->sharded)
+        return here(s->loops[0], args);
+    nsv__loop *self = nsv__shard_current(s);
+    if (self)
+        return here(self, args);
+    if (atomic_load(&s->stop) || atomic_load(&s->draining))
+        return here(s->loops[0], args); /* answers NSV_ESTOPPED before it touches the loop */
+    struct some_loop r = {.here = here, .args = args};
+    int rc = nsv__shard_call(s, some_loop_fn, &r);
+    if (rc)
+        return nsv__set_detail(s, rc, "%s: the server stopped before a worker took the call", call);
+    if (r.result < 0)
+        nsv__set_detail(s, (int)r.result, "%s", r.detail);
+    return r.result;
+}
+
+/* Run fn(loop, arg) on a worker chosen in turn and wait for it (nsv_connect,
+ * nsv_http_request and nsv_ws_connect from a thread that is not a worker,
+ * through nsv__on_some_loop).
+ * NSV_ESTOPPED when the server stopped before the worker took it. */
+struct call_req {
+    void (*fn)(nsv__loop *l, void *arg);
+    void *arg;
+    int done;
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+};
+
+static void call_cmd(nsv__loop *l, const nsv__cmd *c)
+{
+    struct call_req *r = (struct call_req *)(uintptr_t)c->arg;
+    r->fn(l, r->arg);
+    pthread_mutex_lock(&r->m);
+    r->done = 1;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->m);
+}
+
+int nsv__shard_call(nsv_server *s, void (*fn)(nsv__loop *l, void *arg), void *arg)
 {
     int r = ensure_started(s);
     if (r)
         return r;
     static atomic_uint rr;
     nsv__loop *l = s->loops[atomic_fetch_add(&rr, 1) % (unsigned)s->nloops];
-    struct connect_req req = {.url = url, .len = len};
+    struct call_req req = {.fn = fn, .arg = arg};
     pthread_mutex_init(&req.m, NULL);
     pthread_cond_init(&req.cv, NULL);
-    nsv__cmd c = {.fn = connect_cmd, .arg = (uint64_t)(uintptr_t)&req};
+    nsv__cmd c = {.fn = call_cmd, .arg = (uint64_t)(uintptr_t)&req};
     r = nsv__cmd_push(l, &c, NULL, NULL);
     if (r == 0) {
+        /* The record lives on this stack: leave only once the worker ran it
+         * or can no longer run it (stopped and out of its loop), never while
+         * it may still be queued. */
         pthread_mutex_lock(&req.m);
-        while (!req.done && !atomic_load(&s->stop)) {
+        while (!req.done && !(atomic_load(&s->stop) && __atomic_load_n(&l->started, __ATOMIC_ACQUIRE) != 1)) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_nsec += 100 * 1000000;
@@ -186,17 +222,13 @@ int64_t nsv__shard_connect(nsv_server *s, const char *url, size_t len)
             }
             pthread_cond_timedwait(&req.cv, &req.m, &ts);
         }
+        int done = req.done;
         pthread_mutex_unlock(&req.m);
-        r = req.done ? (int)0 : NSV_ESTOPPED;
+        r = done ? 0 : NSV_ESTOPPED;
     }
-    int64_t result = r ? r : req.result;
-    if (r == NSV_ESTOPPED)
-        nsv__set_detail(s, r, "nsv_connect: the server stopped before a worker took the call");
-    else if (!r && result < 0)
-        nsv__set_detail(s, (int)result, "%s", req.detail);
     pthread_mutex_destroy(&req.m);
     pthread_cond_destroy(&req.cv);
-    return result;
+    return r;
 }
 
 /* One copy of the message per worker; each sends to its own connections. */
@@ -221,6 +253,15 @@ int nsv__shard_broadcast(nsv_server *s, int32_t route, int opcode, const char *d
     return n;
 }
 
+/* nsv_wakeup (and nsv_stop, nsv_drain_start) on this worker's pollers. */
+static void wake_pollers(nsv__loop *l)
+{
+    atomic_store(&l->wake_pollers, 0);
+    pthread_mutex_lock(&l->qlock);
+    pthread_cond_broadcast(&l->qcond);
+    pthread_mutex_unlock(&l->qlock);
+}
+
 static void *worker_main(void *arg)
 {
     nsv__loop *l = arg;
@@ -239,8 +280,14 @@ static void *worker_main(void *arg)
             l->pushed = 0;
             notify_host(s);
         }
+        if (atomic_load_explicit(&l->wake_pollers, memory_order_relaxed))
+            wake_pollers(l);
     }
+    /* Out of the loop: no queued call runs any more (nsv__shard_call waits
+     * for this). The thread is still joined through loops[i]->thread. */
+    __atomic_store_n(&l->started, 2, __ATOMIC_RELEASE);
     notify_host(s);
+    wake_pollers(l); /* stopped: a per-worker poller returns at once */
     return NULL;
 }
 
@@ -283,12 +330,14 @@ static int ensure_started(nsv_server *s)
     if (!s->workers_started) {
         for (int i = 0; i < s->nloops; i++) {
             s->loops[i]->host_turns = !s->cb; /* pull mode: events go to another thread */
+            /* 1 before the thread runs: it sets 2 when it leaves its loop. */
+            __atomic_store_n(&s->loops[i]->started, 1, __ATOMIC_RELEASE);
             if (nsv__thread_start(&s->loops[i]->thread, NULL, worker_main, s->loops[i]) != 0) {
+                __atomic_store_n(&s->loops[i]->started, 0, __ATOMIC_RELEASE);
                 r = nsv__set_detail(s, NSV_ESYS, "pthread_create: %s", strerror(errno));
                 atomic_store(&s->stop, 1);
                 break;
             }
-            s->loops[i]->started = 1;
         }
         __atomic_store_n(&s->workers_started, 1, __ATOMIC_RELEASE);
     }
@@ -334,9 +383,9 @@ void nsv__shard_stop(nsv_server *s)
     atomic_store(&s->stop, 1);
     for (int i = 0; i < s->nloops; i++) {
         nsv__loop_wake(s->loops[i]);
-        if (s->loops[i]->started)
+        if (__atomic_load_n(&s->loops[i]->started, __ATOMIC_ACQUIRE))
             pthread_join(s->loops[i]->thread, NULL);
-        s->loops[i]->started = 0;
+        __atomic_store_n(&s->loops[i]->started, 0, __ATOMIC_RELEASE);
     }
     if (s->notify[0] >= 0)
         close(s->notify[0]);

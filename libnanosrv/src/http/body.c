@@ -5,6 +5,7 @@
  * read, the host can pause reading (nsv_pause_read), and the limits hold:
  * max_body (413 while de-chunking) and the request deadline (408). */
 #include "http.h"
+#include "answer.h"
 #include <string.h>
 
 /* The body broke a rule mid-stream: the host hears why, the client gets
@@ -23,6 +24,8 @@ static void body_done(nsv__loop *l, nsv__conn *c)
 {
     c->bstream = 0;
     c->continue_wait = 0;
+    if (c->req_start_us > 0 && c->state == NSV__C_PENDING)
+        c->req_start_us = nsv__mono_us(); /* a streamed body's latency runs from its end */
     if (c->paused) { /* the next request must be read */
         c->paused = 0;
         nsv__conn_set_events(l, c, 1, c->writing);
@@ -39,6 +42,7 @@ size_t nsv__body_feed(nsv__loop *l, nsv__conn *c, char *data, size_t n)
         size_t take = (uint64_t)c->bs_left < n ? (size_t)c->bs_left : n;
         c->bs_left -= (int64_t)take;
         c->bs_total += take;
+        nsv__answer_bytes(l, c, take, 0);
         if (take || c->bs_left == 0)
             nsv__evq_emit(l, c, NSV_EV_BODY, 0, c->bs_left == 0 ? NSV_EVF_EOF : 0, data, take);
         if (c->bs_left == 0)
@@ -48,13 +52,16 @@ size_t nsv__body_feed(nsv__loop *l, nsv__conn *c, char *data, size_t n)
     size_t cons = 0, prod = 0;
     int r = nsv__chunked_decode(&c->chunk, data, data, n, &cons, &prod);
     c->bs_total += prod;
+    nsv__answer_bytes(l, c, cons, 0);
     if ((int64_t)c->bs_total > l->srv->max_body) {
         static const char msg[] = "request body: chunked body passed max_body";
+        nsv__answer_refused(l, 413);
         body_fail(l, c, NSV_ETOOBIG, 413, msg, sizeof msg - 1);
         return n;
     }
     if (r < 0) {
         static const char msg[] = "request body: malformed chunked coding";
+        nsv__answer_refused(l, 400);
         body_fail(l, c, NSV_EPARSE, 400, msg, sizeof msg - 1);
         return n;
     }
@@ -92,6 +99,7 @@ void nsv__body_aborted(nsv__loop *l, nsv__conn *c)
 void nsv__body_timeout(nsv__loop *l, nsv__conn *c)
 {
     static const char msg[] = "request body: not complete within request_timeout_ms";
+    NSV__COUNT(l, NSV_M_TIMEOUT_REQUEST);
     body_fail(l, c, NSV_ETIMEDOUT, 408, msg, sizeof msg - 1);
 }
 

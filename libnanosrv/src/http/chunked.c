@@ -3,8 +3,9 @@
  *
  * A byte-at-a-time state machine handles the size, extension and trailer
  * lines; chunk data is moved in bulk. Extensions and trailers are checked
- * and discarded. Every line is bounded so a peer cannot make the decoder
- * consume unbounded input without producing output.
+ * and discarded. Every line is bounded, and so is the trailer section as a
+ * whole (lines and bytes), so a peer cannot make the decoder consume
+ * unbounded input without producing output.
  */
 #include "http/parse.h"
 
@@ -16,6 +17,12 @@
 #define LINE_MAX_BYTES 4096
 /* 15 hex digits stay below 2^60, hence below INT64_MAX. */
 #define SIZE_MAX_DIGITS 15
+/* The trailer section (RFC 9112 7.1.2 lets a recipient bound it): at most
+ * this many lines and bytes of names and values in all. Without the caps
+ * an endless trailer would pass any per-line limit and produce no output
+ * for a body byte limit to see on the server side. */
+#define TRAILER_MAX_LINES 100
+#define TRAILER_MAX_BYTES 16384
 
 enum {
     S_SIZE,     /* hex digits; line_len counts them */
@@ -61,6 +68,18 @@ static int is_text(unsigned char c)
 static int line_grow(nsv__chunked *d)
 {
     return ++d->line_len <= LINE_MAX_BYTES ? 0 : E400;
+}
+
+/* Counts one trailer byte (and a new line). Once the last chunk is read
+ * `remaining` holds no chunk size, so it keeps the section's counts:
+ * lines in the high 32 bits, bytes in the low. */
+static int trailer_grow(nsv__chunked *d, int new_line)
+{
+    uint64_t lines = (d->remaining >> 32) + (new_line ? 1 : 0), bytes = (d->remaining & 0xffffffffu) + 1;
+    if (lines > TRAILER_MAX_LINES || bytes > TRAILER_MAX_BYTES)
+        return E400;
+    d->remaining = lines << 32 | bytes;
+    return 0;
 }
 
 /* Advances the state machine by one non-data byte; returns 0, 1 (done) or
@@ -128,19 +147,21 @@ static int step(nsv__chunked *d, unsigned char c)
             return E400; /* also obs-fold and empty names */
         d->state = S_TR_NAME;
         d->line_len = 1;
-        return 0;
+        return trailer_grow(d, 1);
     case S_TR_NAME:
         if (c == ':')
             d->state = S_TR_VALUE;
         else if (!is_tchar(c))
             return E400;
-        return line_grow(d);
+        return line_grow(d) ? E400 : trailer_grow(d, 0);
     case S_TR_VALUE:
-        if (c == '\r')
+        if (c == '\r') { /* line ends do not count toward the section's bytes */
             d->state = S_TR_LF;
-        else if (!is_text(c))
+            return line_grow(d);
+        }
+        if (!is_text(c))
             return E400;
-        return line_grow(d);
+        return line_grow(d) ? E400 : trailer_grow(d, 0);
     case S_TR_LF:
         if (c != '\n')
             return E400;

@@ -83,6 +83,10 @@ int nsv__http_loop_init(nsv__loop *l);
 void nsv__http_process(nsv__loop *l, nsv__conn *c);
 void nsv__http_continue(nsv__loop *l, nsv__conn *c, int asked);
 
+/* access.c: free a loop's access records and capture buffers (server
+ * free, before nsv__loop_free; safe to call twice). */
+void nsv__access_loop_free(nsv__loop *l);
+
 /* body.c */
 void nsv__body_start(nsv__loop *l, nsv__conn *c, int64_t content_length, int expect_continue);
 size_t nsv__body_feed(nsv__loop *l, nsv__conn *c, char *data, size_t n);

@@ -1,6 +1,8 @@
 /* http_conn.c - the HTTP/1.1 read side: buffer, parse, frame the body,
  * and hand one complete request at a time to the host as an event. */
 #include "http.h"
+#include "answer.h"
+#include "../loop/edge.h"
 #include "../ws/ws.h"
 #include "../loop/io.h"
 #include <errno.h>
@@ -23,6 +25,14 @@ static void request_reset(nsv__conn *c)
     c->resp_started = 0;
     c->continue_sent = 0;
     memset(&c->chunk, 0, sizeof c->chunk);
+}
+
+/* The parser (or a limit it enforces) refused the request: counted by kind. */
+static int refuse(nsv__loop *l, nsv__conn *c, int status)
+{
+    nsv__answer_refused(l, status);
+    nsv__error_reply(l, c, status);
+    return H_ERROR;
 }
 
 static size_t headers_block_len(const nsv__request *r)
@@ -84,7 +94,7 @@ static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const nsv_
         r = *parsed;
     else if (nsv__http_parse_request(data, c->head_len, &r, l->http->hdrs, NSV__ARRAY_LEN(l->http->hdrs),
                                      (size_t)s->max_uri) <= 0)
-        return nsv__error_reply(l, c, 400), H_ERROR;
+        return refuse(l, c, 400);
     if (s->nmounts && nsv__static_request(l, c, &r)) /* mounts first; none: no cost */
         return !c->proto ? H_ERROR : H_DONE;
     uint32_t np = 0, rflags = 0;
@@ -111,7 +121,7 @@ static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const nsv_
     for (uint32_t i = 0; i < np; i++)
         plen += l->http->params[i].name_len + l->http->params[i].val_len + 2;
     size_t hlen = headers_block_len(&r);
-    uint32_t tlen = nsv__tls_info_len(c); /* "sni\0subject\0" of TLS connections */
+    uint32_t tlen = nsv__conn_info_len(c); /* "sni\0subject\0" of TLS connections, more through a front (edge.c) */
     size_t total = r.method_len + r.path_len + r.query_len + hlen + plen + blen + c->peer_len + tlen;
     nsv_event *ev;
     char *d = nsv__evq_push(l, &ev, total);
@@ -164,9 +174,9 @@ static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const nsv_
     ev->peer_len = c->peer_len;
     ev->peer_off = put(d, &off, c->peer, c->peer_len);
     if (tlen) {
-        ev->flags |= NSV_EVF_TLS;
+        ev->flags |= nsv__conn_info_flags(c);
         ev->tls_off = off;
-        ev->tls_len = nsv__tls_info_put(c, d + off);
+        ev->tls_len = nsv__conn_info_put(c, d + off);
         off += ev->tls_len;
     }
     c->state = NSV__C_PENDING;
@@ -210,26 +220,27 @@ static int start_request(nsv__loop *l, nsv__conn *c, const char *data, size_t le
     int n = nsv__http_parse_request(data, len, r, l->http->hdrs, maxh, (size_t)s->max_uri);
     if (n == 0) {
         if (len > (size_t)s->max_header_bytes)
-            return nsv__error_reply(l, c, 431), H_ERROR;
+            return refuse(l, c, 431);
         return H_MORE;
     }
     if (n < 0)
-        return nsv__error_reply(l, c, -n), H_ERROR;
+        return refuse(l, c, -n);
     if ((size_t)n > (size_t)s->max_header_bytes)
-        return nsv__error_reply(l, c, 431), H_ERROR;
+        return refuse(l, c, 431);
     c->head_len = (uint32_t)n;
     c->http10 = r->minor_version == 0;
     c->keepalive = c->http10 ? !!(r->flags & NSV__RF_CONN_KEEPALIVE) : !(r->flags & NSV__RF_CONN_CLOSE);
     c->head = r->method_len == 4 && memcmp(r->method, "HEAD", 4) == 0;
     /* Accept-Encoding is read only while gzip is on: nothing to pay otherwise. */
     c->gzip_ok = s->gzip_min_size > 0 && nsv__gzip_accepts(r->headers, r->num_headers);
+    nsv__answer_head(l, c, r);
     if (r->flags & NSV__RF_CHUNKED) {
         c->body_need = -1;
         c->raw_off = (uint32_t)n;
     } else {
         int64_t cl = r->content_length < 0 ? 0 : r->content_length;
         if (cl > s->max_body)
-            return nsv__error_reply(l, c, 413), H_ERROR;
+            return refuse(l, c, 413);
         c->body_need = cl;
     }
     return H_DONE;
@@ -308,6 +319,7 @@ static int handle(nsv__loop *l, nsv__conn *c, char *data, size_t len, size_t *co
         size_t total = c->head_len + (size_t)c->body_need;
         if (len < total)
             return H_MORE;
+        nsv__answer_bytes(l, c, (uint64_t)c->body_need, 0);
         int r = emit_request(l, c, data, parsed, data + c->head_len, (size_t)c->body_need, 0, &m);
         *consumed = total;
         if (r == H_DONE)
@@ -320,12 +332,13 @@ static int handle(nsv__loop *l, nsv__conn *c, char *data, size_t len, size_t *co
     c->raw_off += (uint32_t)cons;
     c->body_len += (uint32_t)prod;
     if ((int64_t)c->body_len > s->max_body)
-        return nsv__error_reply(l, c, 413), H_ERROR;
+        return refuse(l, c, 413);
     if (r < 0)
-        return nsv__error_reply(l, c, 400), H_ERROR;
+        return refuse(l, c, 400);
     if (r == 0)
         return H_MORE;
     *consumed = c->raw_off;
+    nsv__answer_bytes(l, c, c->raw_off - c->head_len, 0);
     r = emit_request(l, c, data, parsed, data + c->head_len, c->body_len, 0, &m);
     if (r == H_DONE)
         request_reset(c);
@@ -489,9 +502,13 @@ static void on_timer(nsv__loop *l, nsv__conn *c)
     }
     if (c->state == NSV__C_READ && c->req_started && !c->resp_started &&
         nsv__out_empty(c) && !c->lingering) {
+        NSV__COUNT(l, NSV_M_TIMEOUT_REQUEST);
         nsv__error_reply(l, c, 408);
         return;
     }
+    if (!c->lingering) /* (a lingering close ends on time by design) */
+        NSV__COUNT(l, c->state == NSV__C_READ && !c->req_started && nsv__out_empty(c) ? NSV_M_TIMEOUT_IDLE
+                                                                                        : NSV_M_TIMEOUT_OTHER);
     nsv__conn_close(l, c);
 }
 
@@ -521,6 +538,7 @@ static int on_dirty(nsv__loop *l, nsv__conn *c)
  * close an idle connection whose client has gone. */
 static void on_flushed(nsv__loop *l, nsv__conn *c)
 {
+    nsv__answer_flushed(l, c);
     if (!nsv__out_empty(c) || c->state != NSV__C_READ)
         return;
     if (c->in.len > c->in.off)
@@ -552,6 +570,7 @@ static void on_drain(nsv__loop *l, nsv__conn *c)
  * still holds its deflate stream. */
 static void on_close(nsv__loop *l, nsv__conn *c)
 {
+    nsv__answer_closed(l, c);
     nsv__gzip_stream_free(l, c);
 }
 

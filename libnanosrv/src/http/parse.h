@@ -75,7 +75,8 @@ typedef struct nsv__chunked {
  * used) and *produced (output bytes written).
  * Returns 1 when the last chunk and trailers are complete (consumed stops
  * right after them), 0 when more input is needed, -400 on malformed input
- * (bad hex, size overflow, missing CRLF, overlong size/ext/trailer line).
+ * (bad hex, size overflow, missing CRLF, overlong size/ext/trailer line,
+ * more than 100 trailer lines or 16 KiB of trailer names and values).
  */
 int nsv__chunked_decode(nsv__chunked *d, char *dst, const char *src, size_t len,
                         size_t *consumed, size_t *produced);

@@ -1,5 +1,6 @@
 /* response.c - formats replies into the connection's output buffer. */
 #include "http.h"
+#include "answer.h"
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -335,8 +336,10 @@ static int headers_of(nsv__loop *l, const char *hdrs, size_t hlen, nsv__hscan *t
 
 static void request_done(nsv__loop *l, nsv__conn *c)
 {
+    nsv__answer_done(l, c);
     c->served = 1;
-    c->unwritable = 0;
+    /* c->unwritable stays: a host told 0 hears 1 once the rest drains
+     * (after_flush), even after the stream ended. */
     c->held = 0; /* answered: the next pipelined request may hold it again */
     c->bstream = 0;   /* the rest of a streamed body is not delivered (the connection closes) */
     c->continue_wait = 0;
@@ -501,6 +504,7 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
     c->keepalive = (uint8_t)keepalive;
     nsv__update_date(l);
     char *p = c->out.p + c->out.len;
+    const char *line = p;
     memcpy(p, "HTTP/1.1 ", 9);
     p = put_u64(p + 9, (uint64_t)status);
     *p++ = ' ';
@@ -563,6 +567,9 @@ int nsv__reply(nsv__loop *l, nsv__conn *c, int status, const char *hdrs, size_t 
     }
     c->out.len = (uint32_t)(p - c->out.p);
     c->resp_started = 1;
+    nsv__answer_status(l, c, status);
+    /* a file's bytes (NSV__REPLY_FILE) follow at once, described by the block */
+    nsv__answer_bytes(l, c, 0, (uint64_t)(p - line) + (mode == NSV__REPLY_FILE && !c->head && !no_body ? hs->cl : 0));
     if (stream) {
         c->state = NSV__C_STREAM;
         c->no_body = (uint8_t)no_body;
@@ -597,7 +604,9 @@ int nsv__send_chunk(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
         return nsv__set_detail(s, NSV_EAGAIN, "nsv_send_chunk: %u bytes wait to be sent; %zu more would pass the "
                                               "output cap", c->out.len - c->out.off, len);
     if (c->gz) { /* the cap above counted the bytes before compression: at least as many */
+        uint32_t before = c->out.len - c->out.off;
         int r = nsv__gzip_stream_put(l, c, data, len, 0);
+        nsv__answer_bytes(l, c, 0, (uint32_t)(c->out.len - c->out.off - before));
         if (r)
             return r == NSV_ETOOBIG ? nsv__set_detail(s, r, "nsv_send_chunk: %zu bytes do not fit the output buffer", len)
                                     : nsv__set_detail(s, r, "nsv_send_chunk: compressing %zu bytes failed", len);
@@ -632,6 +641,7 @@ int nsv__send_chunk(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
     }
     if (c->fixed_len)
         c->stream_left -= len;
+    nsv__answer_bytes(l, c, 0, (uint64_t)(p - (c->out.p + c->out.len)));
     c->out.len = (uint32_t)(p - c->out.p);
     nsv__conn_mark_dirty(l, c);
     nsv__out_queued(l, c); /* pace the stream */
@@ -653,7 +663,9 @@ int nsv__reply_end(nsv__loop *l, nsv__conn *c)
                                                    "the connection is closed", (unsigned long long)left);
     }
     if (c->gz) { /* the end of the gzip member, then the end of the body */
+        uint32_t before = c->out.len - c->out.off;
         int r = nsv__gzip_stream_put(l, c, NULL, 0, 1);
+        nsv__answer_bytes(l, c, 0, (uint32_t)(c->out.len - c->out.off - before));
         nsv__gzip_stream_free(l, c);
         if (r) {
             c->keepalive = 0;
@@ -666,6 +678,7 @@ int nsv__reply_end(nsv__loop *l, nsv__conn *c)
         int r = nsv__buf_append(l, &c->out, "0\r\n\r\n", 5);
         if (r)
             return r;
+        nsv__answer_bytes(l, c, 0, 5);
     }
     if (c->bstream)
         c->keepalive = 0; /* the request body is not over: the connection ends */
@@ -695,6 +708,9 @@ int nsv__error_reply(nsv__loop *l, nsv__conn *c, int status)
         nsv__conn_close(l, c);
         return NSV_ENOMEM;
     }
+    nsv__answer_status(l, c, status); /* counted once queued */
+    nsv__answer_bytes(l, c, 0, (uint64_t)n);
+    nsv__answer_done(l, c);
     nsv__conn_mark_dirty(l, c);
     return NSV_OK;
 }

@@ -5,6 +5,15 @@
 
 #define HDR 8
 
+/* NSV_M_EVENTS_QUEUED follows q->count: stored, not added to, by whichever
+ * thread changes the count (the worker queueing, the host taking), always
+ * under qlock when two threads share the queue, so the value is never torn
+ * and never behind the count for long. */
+static void count_gauge(nsv__loop *l)
+{
+    atomic_store_explicit(&l->metrics[NSV_M_EVENTS_QUEUED], l->events.count, memory_order_relaxed);
+}
+
 static size_t entry_size(size_t data_len)
 {
     return (HDR + sizeof(nsv_event) + data_len + 7) & ~(size_t)7;
@@ -68,6 +77,7 @@ void nsv__evq_commit(nsv__loop *l)
     }
     q->len += sz;
     q->count++;
+    count_gauge(l);
     if (locked(l)) {
         atomic_store(&l->backlog, q->len - q->rd);
         l->pushed = 1;
@@ -125,8 +135,10 @@ int nsv__evq_copy_out(nsv__loop *l, nsv_event *evs, int max, char *arena, size_t
         memcpy(&sz, e, 4);
         memcpy(&dl, e + 4, 4);
         if (cap - *aoff < dl) {
-            if (n == 0 && *aoff == 0)
+            if (n == 0 && *aoff == 0) {
+                count_gauge(l); /* (cancelled timers may have left) */
                 return NSV_ENOBUFS;
+            }
             break;
         }
         if (((const nsv_event *)(e + HDR))->type == NSV_EV_TIMER &&
@@ -155,6 +167,7 @@ int nsv__evq_copy_out(nsv__loop *l, nsv_event *evs, int max, char *arena, size_t
     }
     if (q->rd == q->len)
         q->rd = q->len = 0;
+    count_gauge(l);
     atomic_store(&l->backlog, q->len - q->rd);
     if (n > 0)
         nsv__throttle_release(l);

@@ -1,5 +1,7 @@
 /* loop.c - one epoll loop: connection table, accept, flush, timers. */
 #include "loop.h"
+#include "edge.h"
+#include "metrics.h"
 #include "io.h"
 #include <errno.h>
 #include <arpa/inet.h>
@@ -77,6 +79,8 @@ void nsv__loop_free(nsv__loop *l)
             atomic_fetch_sub(&l->srv->nconns, 1);
         }
     }
+    if (l->srv->httpc_hooks)
+        l->srv->httpc_hooks->loop_free(l);
     nsv__tls_loop_free(l);
     for (uint32_t i = 0; i < l->nchunks; i++) {
         nsv__free(a, l->chunks[i]);
@@ -120,8 +124,9 @@ uint64_t nsv__conn_id(nsv__loop *l, nsv__conn *c) { return NSV__ID(c->slot, l->i
 
 /* Large writes on a connection with nothing queued go straight to the
  * socket (head, then data, in one sendmsg): one copy fewer than buffering
- * them. Returns the bytes the kernel took; the caller queues the rest. Not
- * through TLS, which frames records itself. */
+ * them. Returns the bytes the kernel took; the caller queues the rest and
+ * counts what went in NSV_M_BYTES_OUT (the connection does not know its
+ * loop). Not through TLS, which frames records itself. */
 size_t nsv__conn_send_direct(nsv__conn *c, const void *head, size_t hlen, const char *data, size_t len)
 {
     if (len < NSV__DIRECT_MIN || !nsv__out_empty(c) || c->tls || c->fd < 0)
@@ -213,6 +218,7 @@ nsv__conn *nsv__conn_alloc(nsv__loop *l)
     c->slot = slot;
     c->route = -1;
     l->nused++;
+    nsv__metric_add(l, NSV_M_CONNS_ACTIVE, 1); /* this worker's share (nsv_metrics_worker) */
     nsv__ticket(l, c, NSV__T_IDLE);
     return c;
 }
@@ -242,11 +248,22 @@ void nsv__conn_close(nsv__loop *l, nsv__conn *c)
 {
     if (!c->proto)
         return;
+    int httpc = c->httpc;
+    int32_t origin = c->route;
+    if (httpc)
+        l->srv->httpc_hooks->closed(l, c);
     if (c->proto->on_close)
         c->proto->on_close(l, c);
+    /* Retire the id before the CLOSE is queued: on a sharded server the host
+     * may poll the CLOSE at once on another thread, and from then on every
+     * call on the id must say ESTALE. */
+    _Atomic uint32_t *tk = atomic_load_explicit(&l->tickets[c->slot / CHUNK], memory_order_relaxed);
+    atomic_store_explicit(&tk[c->slot % CHUNK], 0, memory_order_release);
     if (c->seen)
         nsv__evq_emit_simple(l, c, NSV_EV_CLOSE, 0, NULL, 0);
     nsv__tls_free(l, c);
+    if (c->edge)
+        nsv__edge_conn_free(l, c);
     if (c->tls_host) {
         nsv__free(&l->srv->alloc, c->tls_host);
         c->tls_host = NULL;
@@ -260,32 +277,44 @@ void nsv__conn_close(nsv__loop *l, nsv__conn *c)
         close(c->file_fd);
         c->file_on = 0;
     }
-    _Atomic uint32_t *tk = atomic_load_explicit(&l->tickets[c->slot / CHUNK], memory_order_relaxed);
-    atomic_store_explicit(&tk[c->slot % CHUNK], 0, memory_order_release);
     nsv__buf_release(l, &c->in);
     nsv__buf_release(l, &c->out);
+    nsv__metric_sub(l, NSV_M_OUTPUT_QUEUED, c->out_counted);
+    c->out_counted = 0;
     c->proto = NULL;
     c->state = 0;
     c->closing = 0;
     c->fd = -1;
     l->freelist[l->nfree++] = c->slot;
     l->nused--;
+    nsv__metric_sub(l, NSV_M_CONNS_ACTIVE, 1);
     atomic_fetch_sub(&l->srv->nconns, 1);
+    if (httpc) {
+        c->httpc = 0;
+        l->srv->httpc_hooks->after_close(l, origin);
+    }
+}
+
+void nsv__addr_format(const struct sockaddr_storage *ss, char *out, size_t cap, unsigned *port)
+{
+    out[0] = 0;
+    *port = 0;
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const void *)ss;
+        inet_ntop(AF_INET6, &a->sin6_addr, out, (socklen_t)cap);
+        *port = ntohs(a->sin6_port);
+    } else if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const void *)ss;
+        inet_ntop(AF_INET, &a->sin_addr, out, (socklen_t)cap);
+        *port = ntohs(a->sin_port);
+    }
 }
 
 void nsv__conn_format_peer(nsv__conn *c, const struct sockaddr_storage *ss)
 {
-    if (ss->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *a = (const void *)ss;
-        inet_ntop(AF_INET6, &a->sin6_addr, c->peer, sizeof c->peer);
-        c->peer_port = ntohs(a->sin6_port);
-    } else if (ss->ss_family == AF_INET) {
-        const struct sockaddr_in *a = (const void *)ss;
-        inet_ntop(AF_INET, &a->sin_addr, c->peer, sizeof c->peer);
-        c->peer_port = ntohs(a->sin_port);
-    } else {
-        c->peer[0] = 0;
-    }
+    unsigned port;
+    nsv__addr_format(ss, c->peer, sizeof c->peer, &port);
+    c->peer_port = (uint16_t)port;
     c->peer_len = (uint8_t)strlen(c->peer);
 }
 
@@ -308,11 +337,17 @@ nsv__conn *nsv__loop_adopt(nsv__loop *l, int fd, int lidx, const struct sockaddr
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     c->deadline = l->now + l->srv->request_timeout_ms;
+    c->accepted = l->now;
     struct epoll_event ev = {.events = EPOLLIN | (c->watch_hup ? EPOLLRDHUP : 0),
                              .data.u64 = EV_DATA(TAG_CONN, c->slot)};
     if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
         nsv__conn_close(l, c);
         return NULL;
+    }
+    if (l->srv->listeners[lidx].edge) { /* a PROXY header first: the edge starts TLS and on_open */
+        int e = nsv__edge_adopt(l, c, lidx);
+        if (e != 0)
+            return e > 0 ? c : NULL;
     }
     int tls = l->srv->listeners[lidx].tls; /* the handshake starts with the first read */
     if (tls && nsv__tls_accept(l, c, tls) != 0) {
@@ -324,13 +359,57 @@ nsv__conn *nsv__loop_adopt(nsv__loop *l, int fd, int lidx, const struct sockaddr
     return c;
 }
 
-static void refuse(int fd)
+/* A connection accepted (and counted in nconns) that will not be served:
+ * max_conns with nothing to close for room, or draining. */
+static void refuse(nsv__loop *l, int fd, int lidx)
 {
     static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
                                "Connection: close\r\nRetry-After: 1\r\n\r\n";
-    ssize_t w = send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-    (void)w;
+    atomic_fetch_sub(&l->srv->nconns, 1);
+    NSV__COUNT(l, NSV_M_CONNS_REFUSED);
+    if (!l->srv->listeners[lidx].tls) { /* a plaintext 503 means nothing to a TLS client */
+        ssize_t w = send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0)
+            nsv__metric_add(l, NSV_M_BYTES_OUT, (uint64_t)w);
+    }
     close(fd);
+}
+
+/* A connection accepted at max_conns, on the loop that is to serve it:
+ * kept if this loop can close one of its own to make room (shed.c), or if
+ * room was made elsewhere meanwhile (it waited in a hand-off), else refused. */
+static void adopt_full(nsv__loop *l, int fd, int lidx, const struct sockaddr_storage *ss)
+{
+    nsv_server *s = l->srv;
+    if (atomic_load(&s->draining) || (atomic_load(&s->nconns) > s->max_conns && !nsv__shed(l)))
+        refuse(l, fd, lidx);
+    else
+        nsv__loop_adopt(l, fd, lidx, ss);
+}
+
+static void adopt_full_cmd(nsv__loop *l, const nsv__cmd *c)
+{
+    struct sockaddr_storage ss;
+    memcpy(&ss, c->h, sizeof ss);
+    adopt_full(l, (int)c->arg, c->status, &ss);
+}
+
+/* Shedding (NSV_OPT_SHED) closes connections of the loop that serves the
+ * new one: workers own their connections, so in hand-off mode the acceptor
+ * passes the socket to the next worker of its round robin, which makes
+ * room among its own (or refuses it) as a worker of its own listener would.
+ * Until then the socket counts in nconns, one past max_conns. */
+static void accept_full(nsv__loop *l, int fd, int lidx, const struct sockaddr_storage *ss, int handoff)
+{
+    nsv_server *s = l->srv;
+    nsv__loop *to = handoff ? s->loops[l->handoff_next++ % (uint32_t)s->nloops] : l;
+    if (to == l) {
+        adopt_full(l, fd, lidx, ss);
+        return;
+    }
+    nsv__cmd c = {.fn = adopt_full_cmd, .status = lidx, .arg = (uint64_t)fd, .hlen = sizeof *ss};
+    if (nsv__cmd_push(to, &c, (const char *)ss, NULL) != 0)
+        refuse(l, fd, lidx);
 }
 
 static void on_accept(nsv__loop *l, int lidx, int lfd)
@@ -356,15 +435,19 @@ static void on_accept(nsv__loop *l, int lidx, int lfd)
             }
             return;
         }
-        if (atomic_fetch_add(&s->nconns, 1) >= s->max_conns || atomic_load(&s->draining)) {
-            atomic_fetch_sub(&s->nconns, 1);
-            if (s->listeners[lidx].tls)
-                close(fd); /* a plaintext 503 means nothing to a TLS client */
-            else
-                refuse(fd);
+        NSV__COUNT(l, NSV_M_CONNS_ACCEPTED);
+        if (s->listeners[lidx].edge && nsv__edge_admit(l, lidx, &ss) != 0) {
+            close(fd); /* refused before a byte is read: no answer */
+            NSV__COUNT(l, NSV_M_CONNS_DENIED);
             continue;
         }
-        if (s->sharded && s->nloops > 1 && (s->shard_accept || s->listeners[lidx].handoff))
+        int full = atomic_fetch_add(&s->nconns, 1) >= s->max_conns;
+        int handoff = s->sharded && s->nloops > 1 && (s->shard_accept || s->listeners[lidx].handoff);
+        if (atomic_load(&s->draining) || (full && !s->shed))
+            refuse(l, fd, lidx);
+        else if (full)
+            accept_full(l, fd, lidx, &ss, handoff);
+        else if (handoff)
             nsv__loop_handoff(l, fd, lidx, &ss);
         else
             nsv__loop_adopt(l, fd, lidx, &ss);
@@ -459,6 +542,8 @@ static int file_step(nsv__loop *l, nsv__conn *c)
             c->file_copy = 1;
             return 1;
         }
+        if (n > 0)
+            nsv__metric_add(l, NSV_M_BYTES_OUT, (uint64_t)n);
     } else {
         if (want > FILE_COPY)
             want = FILE_COPY;
@@ -479,6 +564,19 @@ static int file_step(nsv__loop *l, nsv__conn *c)
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return 0;
     return -1;
+}
+
+/* NSV_M_OUTPUT_QUEUED: a connection's unsent bytes join the loop's sum
+ * where a flush leaves them (output that leaves at once never counts) and
+ * leave it at its next flush or its close; out_counted is its share. */
+static void out_settle(nsv__loop *l, nsv__conn *c)
+{
+    uint32_t q = c->out.len - c->out.off;
+    if (q > c->out_counted)
+        nsv__metric_add(l, NSV_M_OUTPUT_QUEUED, q - c->out_counted);
+    else if (q < c->out_counted)
+        nsv__metric_sub(l, NSV_M_OUTPUT_QUEUED, c->out_counted - q);
+    c->out_counted = q;
 }
 
 /* Send queued output, then the attached file. Returns 0, or -1 if the
@@ -511,6 +609,7 @@ int nsv__conn_flush(nsv__loop *l, nsv__conn *c)
             /* This connection had its share of the turn: come back when the
              * poller says the socket still takes bytes (level-triggered). */
             nsv__conn_set_events(l, c, c->reading, 1);
+            out_settle(l, c);
             after_flush(l, c);
             return c->proto ? 0 : -1;
         }
@@ -526,6 +625,7 @@ int nsv__conn_flush(nsv__loop *l, nsv__conn *c)
         budget = moved < budget ? budget - moved : 0;
     }
     nsv__buf_release(l, b);
+    out_settle(l, c);
     if (c->writing)
         nsv__conn_set_events(l, c, c->reading, 0);
     after_flush(l, c);
@@ -552,6 +652,7 @@ int nsv__conn_flush(nsv__loop *l, nsv__conn *c)
     return 0;
 blocked:
     nsv__conn_set_events(l, c, c->reading, 1);
+    out_settle(l, c);
     after_flush(l, c);
     if (!c->proto)
         return -1;
@@ -652,8 +753,39 @@ void nsv__drain_check(nsv__loop *l)
             if (c->proto)
                 nsv__conn_close(l, c);
         }
+        if (s->httpc_hooks)
+            s->httpc_hooks->stop(l);
         atomic_store(&s->stop, 1);
     }
+}
+
+static uint64_t timeouts(nsv__loop *l)
+{
+    uint64_t n = 0;
+    for (int m = NSV_M_TIMEOUT_REQUEST; m <= NSV_M_TIMEOUT_OTHER; m++)
+        n += atomic_load_explicit(&l->metrics[m], memory_order_relaxed);
+    return n;
+}
+
+/* c's deadline passed. It counts once in NSV_M_TIMEOUT_*: the protocol's
+ * on_timer counts the kind it knows (HTTP's 408 or idle close, an idle raw
+ * TCP stream); one that counts nothing (a PROXY header not read in time,
+ * the outbound clients) or has no on_timer counts as NSV_M_TIMEOUT_OTHER
+ * here. A connection already on its way out (closing, or a lingering
+ * close, which ends on time by design) is not counted again. */
+static void expire(nsv__loop *l, nsv__conn *c)
+{
+    int quiet = c->closing || c->lingering;
+    if (!c->proto->on_timer || c->closing) {
+        if (!quiet)
+            NSV__COUNT(l, NSV_M_TIMEOUT_OTHER);
+        nsv__conn_close(l, c);
+        return;
+    }
+    uint64_t before = timeouts(l);
+    c->proto->on_timer(l, c);
+    if (!quiet && timeouts(l) == before)
+        NSV__COUNT(l, NSV_M_TIMEOUT_OTHER);
 }
 
 static void sweep(nsv__loop *l)
@@ -663,12 +795,9 @@ static void sweep(nsv__loop *l)
         nsv__conn *c = NSV__CONN(l, i);
         if (!c->proto)
             continue;
-        if (c->deadline && l->now >= c->deadline) {
-            if (c->proto->on_timer && !c->closing)
-                c->proto->on_timer(l, c);
-            else
-                nsv__conn_close(l, c);
-        } else if (c->proto->on_tick) {
+        if (c->deadline && l->now >= c->deadline)
+            expire(l, c);
+        else if (c->proto->on_tick) {
             c->proto->on_tick(l, c);
         }
     }
@@ -764,7 +893,8 @@ int nsv__loop_run_once(nsv__loop *l, int timeout_ms)
             return NSV_ESYS;
         n = 0; /* a signal: behave like a wakeup */
     }
-    l->now = nsv_millis();
+    l->now_us = nsv__mono_us(); /* one clock read: the turn's ms and µs */
+    l->now = l->now_us / 1000;
     for (int i = 0; i < n; i++) {
         uint64_t d = evs[i].data.u64;
         uint32_t tag = (uint32_t)(d >> 56), v = (uint32_t)d;

@@ -22,6 +22,7 @@
 #define NSV__DIRECT_MIN (16 * 1024)   /* writes this large skip the buffer when it is empty */
 #define NSV__PIPELINE_OUT (64 * 1024) /* held output and pipelined parsing stop above this */
 #define NSV__SWEEP_MS 100
+#define NSV__SHED_PICK 16         /* connections one shedding scan keeps in order (shed.c) */
 #define NSV__CHUNK 1024           /* connection slots per table chunk */
 #define NSV__MAX_CHUNKS 16384     /* 16M slots: the 24-bit slot field of an id */
 #define NSV__GEN_MAX 0x1FFFFFFFu  /* generations fit 29 bits (tickets use 3 more) */
@@ -56,7 +57,8 @@ typedef struct nsv__proto {
     void (*on_open)(nsv__loop *l, nsv__conn *c);      /* accepted (after TLS setup); optional */
     void (*on_readable)(nsv__loop *l, nsv__conn *c);  /* input, EOF or error to read */
     void (*on_event)(nsv__loop *l, nsv__conn *c);     /* optional: takes every poller event itself
-                                                         (an outbound connect in progress) */
+                                                         (an outbound connect in progress, and HTTP
+                                                         client connections, which read before they send) */
     int (*on_dirty)(nsv__loop *l, nsv__conn *c);      /* on the flush list: process buffered input;
                                                          1 = output may wait one turn (pipelining) */
     void (*on_flushed)(nsv__loop *l, nsv__conn *c);   /* output moved (some or all sent); optional */
@@ -108,8 +110,11 @@ struct nsv__conn {
     uint32_t raw_off;       /* chunked: raw (undecoded) data starts here */
     nsv__chunked chunk;
     int64_t deadline;       /* ms; 0 = none */
+    int64_t accepted;       /* ms: when its loop adopted it (0 outbound); shedding orders by it (shed.c) */
+    int64_t req_start_us;   /* HTTP: > 0 head complete (µs, monotonic), < 0 answered and not yet sent (http/answer.h) */
     uint64_t tag;
     nsv__buf in, out;
+    uint32_t out_counted;   /* the part of out's unsent bytes in NSV_M_OUTPUT_QUEUED (loop.c) */
     struct nsv__conn *next_dirty;
     char peer[46];
     uint8_t peer_len;
@@ -119,12 +124,14 @@ struct nsv__conn {
     int32_t route;          /* route of the current request / WebSocket */
     struct nsv__ws *ws;     /* WebSocket state once upgraded */
     void *tls;              /* TLS session (tls/), NULL for plain TCP */
+    struct nsv__edge_conn *edge; /* PROXY protocol state and the front's fields (edge.c), or NULL */
     uint8_t paused;         /* raw TCP: host paused reading */
     uint8_t await_tls;      /* outbound tls://: TCP_CONNECTED waits for the handshake */
     uint8_t tls_host_len;
     char *tls_host;         /* outbound tls://: name for SNI and verification */
     uint8_t unwritable;     /* raw TCP, streamed reply: queued output went over the high water mark */
     uint8_t shut_wr;        /* raw TCP: shut the write side once output is sent */
+    uint8_t water_events;   /* WebSocket: TCP_WRITABLE events (the host set water marks) */
     uint32_t high_water, low_water;
     uint8_t throttled;      /* not read until the host drains the queue (loop/throttle.c) */
     uint8_t no_body;        /* streamed reply: the status allows no body (204, 304) */
@@ -152,6 +159,14 @@ struct nsv__conn {
     uint8_t gzip_ok;        /* the current request accepts gzip (noted only with NSV_OPT_GZIP_MIN_SIZE) */
     void *gz;               /* streamed reply: its deflate stream (http/gzip.c) */
     char *reason;           /* nsv_set_reason: length byte + phrase for the next status line, or NULL */
+    uint8_t httpc;          /* a connection of the HTTP client (core/http_client.c): tag = its request id
+                               (0 idle in the pool), route = its origin */
+    /* An outbound connect made for a protocol above raw TCP (the WebSocket
+     * client): once TCP is up, the connect path hands the connection to
+     * `then` (its on_open runs), whose on_close also runs if the connect
+     * fails first; `hs` is that protocol's state until then. */
+    const struct nsv__proto *then;
+    void *hs;
 };
 
 typedef struct nsv__listener {
@@ -160,6 +175,7 @@ typedef struct nsv__listener {
     const nsv__proto *proto; /* what its connections speak */
     int tls;  /* NSV__TLS_* (tls/tls.h): 0 plain */
     int handoff; /* sharded: its only socket (wfd[0], adopted by nsv_listen_fd) hands connections out */
+    struct nsv__edge *edge; /* PROXY protocol and address lists (listener_api.c); NULL: none */
 } nsv__listener;
 
 /* Queue of serialized events (evq.c): [uint32 size][uint32 data_len][nsv_event][data], 8-aligned. */
@@ -187,6 +203,7 @@ struct nsv__loop {
     int epfd;
     int wakefd;          /* eventfd: wakeups from other threads */
     int64_t now;         /* ms, cached per iteration */
+    int64_t now_us;      /* the same instant in µs (CLOCK_MONOTONIC): request heads are stamped with it */
     int64_t next_sweep;
     int io_skips;        /* polls served from the queue without epoll_wait */
     /* Connection table: fixed top-level arrays, so chunks never move and
@@ -205,6 +222,11 @@ struct nsv__loop {
     int nbig_bufs;
     nsv__evq events;     /* events for the host (sharded: guarded by qlock) */
     int64_t accept_pause_end; /* out of descriptors: accepts resume at this time */
+    struct {                  /* shed.c: the connections to close first, from one scan */
+        int64_t at;           /* l->now of that scan */
+        uint64_t ids[NSV__SHED_PICK];
+        uint8_t n, next, more; /* more: the scan found more than it kept */
+    } shed;
     struct nsv__http_loop *http; /* HTTP's per-loop scratch (http/http.h), plain memory */
     /* sharded servers only */
     pthread_t thread;
@@ -212,6 +234,9 @@ struct nsv__loop {
     pthread_mutex_t qlock;  /* guards events */
     pthread_cond_t qcond;   /* per-worker pollers wait here */
     int qwaiters;
+    atomic_int wake_pollers; /* nsv_wakeup asked this worker to broadcast qcond: the
+                                caller may be a signal handler, which must not touch
+                                a condition variable */
     int pushed;             /* events pushed this iteration (notify the host) */
     int host_turns;         /* another thread takes the events (pull mode): a request's
                                "one turn" is that thread's next poll, not this loop's */
@@ -233,6 +258,9 @@ struct nsv__loop {
     uint64_t *throttled_ids; /* ids of the connections stopped */
     uint32_t nthrottled, throttled_cap;
     nsv__timers timers;
+    struct nsv__httpc_loop *httpc; /* the HTTP client's requests and pool (core/http_client.c), or NULL */
+    _Atomic uint64_t metrics[NSV_M_COUNT]; /* this worker's counters and gauges (loop/metrics.h) */
+    struct nsv__access_q *access; /* access records not yet taken (core/access_log.c), or NULL */
 };
 
 /* Per-slot ticket readable from any thread: (generation << 3) | wsok | state.
@@ -252,8 +280,21 @@ static inline void nsv__ticket(nsv__loop *l, const nsv__conn *c, unsigned st)
 }
 #define NSV__CONN(l, i) (&(l)->chunks[(i) / NSV__CHUNK][(i) % NSV__CHUNK])
 
+/* What the outbound HTTP client (core/http_client.c, a layer above this
+ * one) hears of its connections (nsv__conn.httpc set): the loop, the connect
+ * path and TLS call it through this table, which the server installs. */
+typedef struct nsv__conn_hooks {
+    void (*connected)(nsv__loop *l, nsv__conn *c);
+    void (*conn_error)(nsv__loop *l, nsv__conn *c, int code, const char *msg, size_t n);
+    void (*closed)(nsv__loop *l, nsv__conn *c);
+    void (*after_close)(nsv__loop *l, int32_t origin);
+    void (*stop)(nsv__loop *l);
+    void (*loop_free)(nsv__loop *l);
+} nsv__conn_hooks;
+
 struct nsv_server {
     nsv__alloc alloc;
+    const nsv__conn_hooks *httpc_hooks; /* the HTTP client's (set by nsv_server_new*) */
     uint64_t detail_serial; /* tells this server's error details apart (detail.c) */
     /* options */
     int64_t max_header_bytes, max_headers, max_uri, max_body;
@@ -265,7 +306,12 @@ struct nsv_server {
     int64_t tls_verify_client, tls_verify_server;
     int64_t stream_body;  /* NSV_OPT_STREAM_BODY */
     int64_t expect_manual; /* NSV_OPT_EXPECT_MANUAL: 100 Continue only by nsv_continue */
+    int64_t metrics_latency; /* NSV_OPT_METRICS_LATENCY: time requests for the histograms */
+    int64_t access_log;      /* NSV_OPT_ACCESS_LOG: access records kept per worker, 0 off */
+    int64_t shed;            /* NSV_OPT_SHED: make room at max_conns (shed.c) */
     int64_t gzip_min_size, gzip_level; /* NSV_OPT_GZIP_MIN_SIZE (0 off), NSV_OPT_GZIP_LEVEL */
+    int64_t http_per_origin, http_pool_idle_ms, http_head_timeout_ms, http_timeout_ms,
+            http_read_timeout_ms, http_max_head, http_max_headers, http_max_body; /* NSV_OPT_HTTP_* */
     char *gzip_types;     /* NSV_OPT_GZIP_TYPES, normalised (http/gzip.c); NULL: the default list */
     int stream_routes;    /* some route has NSV_ROUTE_STREAM_BODY */
     atomic_llong tls_failures; /* handshakes that failed */
@@ -286,6 +332,7 @@ struct nsv_server {
     int notify[2];       /* sharded: pipe; readable when events wait */
     atomic_int notify_armed;
     atomic_int resolvers; /* name lookups in flight (they post back to a loop) */
+    atomic_int signal_regs; /* nsv_drain_on_signal registrations (core/signal_drain.c) */
     int workers_started;
     pthread_mutex_t start_lock;
     nsv_event_fn cb;
@@ -346,6 +393,8 @@ void nsv__conn_close(nsv__loop *l, nsv__conn *c);
 void nsv__conn_mark_dirty(nsv__loop *l, nsv__conn *c);
 int nsv__conn_flush(nsv__loop *l, nsv__conn *c);
 void nsv__conn_set_events(nsv__loop *l, nsv__conn *c, int rd, int wr);
+/* An IPv4 or IPv6 address as text and its port; "" and 0 for other families. */
+void nsv__addr_format(const struct sockaddr_storage *ss, char *out, size_t cap, unsigned *port);
 void nsv__conn_format_peer(nsv__conn *c, const struct sockaddr_storage *ss);
 size_t nsv__conn_send_direct(nsv__conn *c, const void *head, size_t hlen, const char *data, size_t len);
 void nsv__out_queued(nsv__loop *l, nsv__conn *c);
@@ -359,6 +408,9 @@ void nsv__loop_wake(nsv__loop *l);
 int nsv__cmd_push(nsv__loop *l, const nsv__cmd *c, const char *h, const char *b);
 void nsv__cmd_run(nsv__loop *l);
 void nsv__loop_handoff(nsv__loop *from, int fd, int lidx, const struct sockaddr_storage *ss);
+
+/* shed.c */
+int nsv__shed(nsv__loop *l);
 
 /* throttle.c */
 int nsv__throttle(nsv__loop *l, nsv__conn *c);

@@ -3,6 +3,7 @@
  * half-close and abort. Names resolve on a short-lived thread so the loop
  * never blocks on DNS. */
 #include "tcp.h"
+#include "../loop/edge.h"
 #include "../loop/io.h"
 #include "../tls/tls.h"
 #include <arpa/inet.h>
@@ -23,7 +24,10 @@ static void emit(nsv__loop *l, nsv__conn *c, uint32_t type, int32_t code, uint32
 
 /* An open raw TCP stream, and one whose connect is still under way. */
 static int open_tcp(const nsv__conn *c) { return c->proto == &nsv__proto_tcp && !c->closing; }
-static int raw(const nsv__conn *c) { return open_tcp(c) || (c->proto == &nsv__proto_connect && !c->closing); }
+static int raw(const nsv__conn *c)
+{
+    return open_tcp(c) || (c->proto == &nsv__proto_connect && !c->closing && !c->then);
+}
 
 static void on_readable(nsv__loop *l, nsv__conn *c)
 {
@@ -69,7 +73,7 @@ static int not_tcp(nsv__loop *l, nsv__conn *c, const char *what)
     return nsv__set_detail(l->srv, NSV_ESTATE, "%s: connection 0x%llx is not a raw TCP connection "
                            "(it is %s); raw TCP comes from tcp:// listeners and nsv_connect", what,
                            (unsigned long long)nsv__conn_id(l, c),
-                           c->proto->name);
+                           c->then ? c->then->name : c->proto->name);
 }
 
 int nsv__tcp_send(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
@@ -90,6 +94,7 @@ int nsv__tcp_send(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
         return NSV_OK;
     size_t n = open_tcp(c) ? nsv__conn_send_direct(c, NULL, 0, data, len) : 0;
     if (n) { /* large write, idle socket: keep only what the kernel left */
+        nsv__metric_add(l, NSV_M_BYTES_OUT, n);
         data += n;
         len -= n;
         c->deadline = l->now + l->srv->idle_timeout_ms;
@@ -107,6 +112,29 @@ int nsv__tcp_send(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
 
 int nsv__tcp_op(nsv__loop *l, nsv__conn *c, int op, int64_t a, int64_t b)
 {
+    if (op == NSV__OP_TCP_PAUSE && c->proto == &nsv__proto_ws && !c->closing) {
+        /* WebSockets pause too; frames already read wait in `in` and are
+         * taken from the flush list once reading resumes. */
+        nsv__conn_pause(l, c, a != 0);
+        if (!c->paused && c->in.len > c->in.off)
+            nsv__conn_mark_dirty(l, c);
+        return NSV_OK;
+    }
+    if (op == NSV__OP_TCP_WATER && c->proto == &nsv__proto_ws && !c->closing) {
+        /* A WebSocket whose host sets water marks gets TCP_WRITABLE events
+         * (code 0 past high, code 1 back at low), so it can pace its sends
+         * instead of retrying NSV_EAGAIN on a timer. Opt-in: hosts that never
+         * set marks see no new event type on WebSockets. */
+        if (a <= 0 || b < 0 || b > a || a > UINT32_MAX)
+            return nsv__set_detail(l->srv, NSV_ERANGE, "nsv_set_water_marks: high %lld, low %lld; need "
+                                   "0 <= low <= high and 1 <= high <= 4294967295", (long long)a,
+                                   (long long)b);
+        c->high_water = (uint32_t)a;
+        c->low_water = (uint32_t)b;
+        c->water_events = 1;
+        nsv__out_queued(l, c);
+        return NSV_OK;
+    }
     if (!raw(c)) {
         if (op == NSV__OP_TCP_ABORT)
             return nsv__conn_close(l, c), NSV_OK;
@@ -149,7 +177,10 @@ static void connect_failed(nsv__loop *l, nsv__conn *c, int err, const char *what
 {
     char msg[160];
     int n = snprintf(msg, sizeof msg, "connect: %s", what);
-    emit(l, c, NSV_EV_ERROR, err, 0, msg, (size_t)n);
+    if (c->httpc)
+        l->srv->httpc_hooks->conn_error(l, c, err, msg, (size_t)n);
+    else
+        emit(l, c, NSV_EV_ERROR, err, 0, msg, (size_t)n);
     nsv__conn_close(l, c);
 }
 
@@ -187,8 +218,14 @@ static void connect_event(nsv__loop *l, nsv__conn *c)
         nsv__conn_format_peer(c, &ss);
     c->proto = &nsv__proto_tcp;
     c->deadline = l->now + l->srv->idle_timeout_ms;
+    if (c->then) { /* made for another protocol: it takes over (and does its own TLS) */
+        c->proto = c->then;
+        c->then = NULL;
+        c->proto->on_open(l, c);
+        return;
+    }
     if (c->tls_host) { /* tls://: connected means handshake done */
-        int r = nsv__tls_client_start(l, c, c->tls_host, c->tls_host_len);
+        int r = nsv__tls_client_start(l, c, c->tls_host, c->tls_host_len, -1);
         if (r != 0)
             return connect_failed(l, c, NSV_ETLS, nsv_last_error_detail(l->srv));
         c->await_tls = 1;
@@ -198,6 +235,8 @@ static void connect_event(nsv__loop *l, nsv__conn *c)
             tls_connected(l, c);
         return;
     }
+    if (c->httpc)
+        return l->srv->httpc_hooks->connected(l, c);
     nsv__conn_set_events(l, c, !c->paused, 0);
     emit(l, c, NSV_EV_TCP_CONNECTED, 0, 0, NULL, 0);
     if (c->out.len > c->out.off || c->shut_wr)
@@ -208,6 +247,9 @@ static void connect_event(nsv__loop *l, nsv__conn *c)
 static void tls_connected(nsv__loop *l, nsv__conn *c)
 {
     c->await_tls = 0;
+    if (c->httpc)
+        return l->srv->httpc_hooks->connected(l, c);
+    c->deadline = l->now + l->srv->idle_timeout_ms;
     nsv__conn_set_events(l, c, !c->paused, c->writing);
     emit(l, c, NSV_EV_TCP_CONNECTED, 0, NSV_EVF_TLS, NULL, 0);
     if (c->out.len > c->out.off || c->shut_wr)
@@ -255,8 +297,30 @@ static void *resolve_main(void *arg)
 }
 
 
+static int64_t connect_start(nsv__loop *l, const char *url, size_t len, int32_t origin, uint64_t tag,
+                             const nsv__proto *then, void *hs);
+
 /* Create the connection on this loop. Returns its id or an error. */
 int64_t nsv__tcp_connect_here(nsv__loop *l, const char *url, size_t len)
+{
+    return connect_start(l, url, len, -1, 0, NULL, NULL);
+}
+
+/* origin >= 0: a connection of the HTTP client (core/http_client.c) for that
+ * origin, carrying request tag: marked before the connect starts, since a
+ * refusal can close it before this returns. */
+int64_t nsv__tcp_connect_as(nsv__loop *l, const char *url, size_t len, int32_t origin, uint64_t tag)
+{
+    return connect_start(l, url, len, origin, tag, NULL, NULL);
+}
+
+int64_t nsv__tcp_connect_then(nsv__loop *l, const char *url, size_t len, const nsv__proto *then, void *hs)
+{
+    return connect_start(l, url, len, -1, 0, then, hs);
+}
+
+static int64_t connect_start(nsv__loop *l, const char *url, size_t len, int32_t origin, uint64_t tag,
+                             const nsv__proto *then, void *hs)
 {
     nsv_server *s = l->srv;
     nsv_url u;
@@ -292,10 +356,19 @@ int64_t nsv__tcp_connect_here(nsv__loop *l, const char *url, size_t len)
     c->high_water = (uint32_t)s->tcp_high_water;
     c->low_water = (uint32_t)s->tcp_low_water;
     c->deadline = l->now + s->connect_timeout_ms;
+    if (origin >= 0) {
+        c->httpc = 1;
+        c->seen = 0; /* its request hears of it, the host does not */
+        c->route = origin;
+        c->tag = tag;
+    }
+    c->then = then;
+    c->hs = hs;
     uint64_t id = nsv__conn_id(l, c);
     if (tls) { /* kept for SNI and certificate verification once connected */
         c->tls_host = nsv__malloc(&s->alloc, u.host_len);
         if (!c->tls_host) {
+            c->then = NULL; /* a failed call leaves hs to the caller */
             nsv__conn_close(l, c);
             return nsv__set_detail(s, NSV_ENOMEM, "nsv_connect: no memory for the TLS host name");
         }
@@ -340,6 +413,7 @@ int64_t nsv__tcp_connect_here(nsv__loop *l, const char *url, size_t len)
         pthread_attr_destroy(&at);
     }
     if (!j) {
+        c->then = NULL;
         nsv__conn_close(l, c);
         return nsv__set_detail(s, NSV_ENOMEM, "nsv_connect: cannot start the name lookup of '%s'", host);
     }
@@ -353,6 +427,108 @@ static void on_tls_ready(nsv__loop *l, nsv__conn *c)
         tls_connected(l, c);
 }
 
+/* Why c cannot start TLS now, or NULL (nsv_tls_upgrade's preconditions). */
+static const char *upgrade_refusal(const nsv__conn *c)
+{
+    if (c->proto == &nsv__proto_connect)
+        return c->closing ? "is closing" : "is still connecting; wait for its TCP_CONNECTED event";
+    if (c->proto != &nsv__proto_tcp)
+        return "is not a raw TCP connection; only outbound ones (nsv_connect(\"tcp://...\")) can start TLS";
+    if (c->listener != 0xFFFF)
+        return "was accepted by a listener; only outbound connections (nsv_connect) can start TLS";
+    if (c->await_tls)
+        return "is already in a TLS handshake";
+    if (c->tls)
+        return "already speaks TLS";
+    if (c->closing)
+        return "is closing";
+    if (c->shut_wr || c->peer_closed)
+        return "has a side shut (nsv_shutdown, or the peer's EOF); a handshake needs both";
+    return NULL;
+}
+
+/* Bytes the peer sent before the upgrade are plain text: read them out of
+ * the socket (they become TCP_DATA events, in order, before the handshake's
+ * outcome), so mbedTLS never takes them for a handshake record. 0, or the
+ * connection saw EOF (1) or an error (-1). Bounded: a peer that keeps
+ * sending plain text while we read would make the handshake fail anyway. */
+static int read_plaintext(nsv__loop *l, nsv__conn *c)
+{
+    for (int i = 0; i < 16; i++) {
+        ssize_t n = recv(c->fd, l->scratch, NSV__SCRATCH, MSG_DONTWAIT);
+        if (n > 0) {
+            nsv__metric_add(l, NSV_M_BYTES_IN, (uint64_t)n);
+            emit(l, c, NSV_EV_TCP_DATA, 0, 0, l->scratch, (size_t)n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        if (n == 0) {
+            c->peer_closed = 1;
+            emit(l, c, NSV_EV_TCP_DATA, 0, NSV_EVF_EOF, NULL, 0);
+            return 1;
+        }
+        return -1;
+    }
+    return 0;
+}
+
+int nsv__tcp_tls_upgrade(nsv__loop *l, nsv__conn *c, const char *name, size_t len, uint32_t flags)
+{
+    nsv_server *s = l->srv;
+    unsigned long long id = (unsigned long long)nsv__conn_id(l, c);
+    const char *why = upgrade_refusal(c);
+    if (why)
+        return nsv__set_detail(s, NSV_ESTATE, "nsv_tls_upgrade: connection 0x%llx %s", id, why);
+    if (!nsv__out_empty(c))
+        return nsv__set_detail(s, NSV_EAGAIN, "nsv_tls_upgrade: connection 0x%llx has %zu bytes of plain "
+                               "text queued; retry once they are sent (a later poll, or TCP_WRITABLE)", id,
+                               (size_t)(c->out.len - c->out.off));
+    int rd = read_plaintext(l, c);
+    if (rd != 0) {
+        if (rd < 0) {
+            int e = errno;
+            nsv__conn_close(l, c);
+            return nsv__set_detail(s, NSV_ECLOSED, "nsv_tls_upgrade: connection 0x%llx failed: %s", id,
+                                   strerror(e));
+        }
+        return nsv__set_detail(s, NSV_ECLOSED, "nsv_tls_upgrade: the peer of connection 0x%llx closed its "
+                               "side; no handshake was started", id);
+    }
+    int r = nsv__tls_client_start(l, c, name, len, (flags & NSV_TLS_UPGRADE_VERIFY) != 0);
+    if (r)
+        return nsv__set_detail(s, r, "nsv_tls_upgrade: connection 0x%llx: %s", id, nsv_last_error_detail(s));
+    /* The handshake is bounded like a connect; the idle clock takes over
+     * again in tls_connected. */
+    c->await_tls = 1;
+    c->deadline = l->now + s->connect_timeout_ms;
+    nsv__conn_set_events(l, c, 1, 0);
+    if (nsv__tls_handshake(l, c) == 2) /* < 0: ERROR and CLOSE are queued */
+        tls_connected(l, c);
+    return NSV_OK;
+}
+
+/* A raw TCP connection's deadline passed: idle, or (await_tls) a TLS
+ * handshake that did not finish in NSV_OPT_CONNECT_TIMEOUT_MS. */
+static void tcp_timeout(nsv__loop *l, nsv__conn *c)
+{
+    /* An accepted stream's idleness; an outbound one's (as every outbound
+     * timeout) and the handshake's count as other. */
+    NSV__COUNT(l, c->await_tls || c->listener == 0xFFFF ? NSV_M_TIMEOUT_OTHER : NSV_M_TIMEOUT_IDLE);
+    if (c->await_tls) {
+        char msg[96];
+        int n = snprintf(msg, sizeof msg, "TLS: the handshake did not finish within %lld ms",
+                         (long long)l->srv->connect_timeout_ms);
+        if (c->httpc)
+            l->srv->httpc_hooks->conn_error(l, c, NSV_ETIMEDOUT, msg, (size_t)n);
+        else
+            emit(l, c, NSV_EV_ERROR, NSV_ETIMEDOUT, 0, msg, (size_t)n);
+    }
+    nsv__conn_close(l, c);
+}
+
 /* Accepted from a tcp:// listener: the host hears of it at once. */
 static void on_open(nsv__loop *l, nsv__conn *c)
 {
@@ -360,14 +536,18 @@ static void on_open(nsv__loop *l, nsv__conn *c)
     c->high_water = (uint32_t)l->srv->tcp_high_water;
     c->low_water = (uint32_t)l->srv->tcp_low_water;
     c->deadline = l->now + l->srv->idle_timeout_ms;
-    nsv__evq_emit_simple(l, c, NSV_EV_TCP_OPEN, 0, NULL, 0);
+    nsv__edge_emit_open(l, c, NSV_EV_TCP_OPEN);
 }
 
 /* NSV_OPT_CONNECT_TIMEOUT_MS passed before the connect finished. */
 static void connect_timeout(nsv__loop *l, nsv__conn *c)
 {
     static const char msg[] = "connect: timed out";
-    nsv__evq_emit_simple(l, c, NSV_EV_ERROR, NSV_ETIMEDOUT, msg, sizeof msg - 1);
+    NSV__COUNT(l, NSV_M_TIMEOUT_OTHER);
+    if (c->httpc)
+        l->srv->httpc_hooks->conn_error(l, c, NSV_ETIMEDOUT, msg, sizeof msg - 1);
+    else
+        nsv__evq_emit_simple(l, c, NSV_EV_ERROR, NSV_ETIMEDOUT, msg, sizeof msg - 1);
     nsv__conn_close(l, c);
 }
 
@@ -378,11 +558,21 @@ const nsv__proto nsv__proto_tcp = {
     .on_readable = on_readable,
     .on_flushed = on_flushed,
     .on_tls_ready = on_tls_ready,
+    .on_timer = tcp_timeout,
 };
+
+/* A connect made for another protocol failed: that protocol frees its state. */
+static void connect_closed(nsv__loop *l, nsv__conn *c)
+{
+    if (c->then && c->then->on_close)
+        c->then->on_close(l, c);
+    c->then = NULL;
+}
 
 const nsv__proto nsv__proto_connect = {
     .name = "a raw TCP connection (connecting)",
     .on_readable = connect_event,
     .on_event = connect_event,
     .on_timer = connect_timeout,
+    .on_close = connect_closed,
 };

@@ -2,12 +2,14 @@
  * configurations, non-blocking server and client sessions, and the data
  * path behind nsv__io_recv / nsv__io_send. See tls.h for the contract. */
 #include "tls.h"
+#include "../loop/metrics.h"
 #ifdef NSV_WITH_MBEDTLS /* else tls.h provides the stubs */
 #include <mbedtls/version.h>
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
 #include <mbedtls/net_sockets.h>
+#include <mbedtls/oid.h>
 #include <mbedtls/pk.h>
 #include <mbedtls/platform_util.h>
 #include <mbedtls/ssl.h>
@@ -19,6 +21,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -58,8 +61,8 @@ typedef struct tls_loop {
     mbedtls_ctr_drbg_context drbg;
     tls_side srv;                /* https/wss listeners: ALPN http/1.1 */
     mbedtls_ssl_config srv_raw;  /* tls:// listeners: same keys, no ALPN */
-    tls_side cli;                /* outbound sessions */
-    int srv_ready, cli_ready;
+    tls_side cli[2];             /* outbound sessions: [0] verify nothing, [1] chain and name */
+    int srv_ready, cli_ready[2];
     uint64_t *pend, *pend_spare; /* ids with decrypted bytes waiting */
     uint32_t npend, cap, cap_spare;
 } tls_loop;
@@ -76,6 +79,8 @@ typedef struct tls_sess {
     uint8_t corked;          /* handshake bytes held back with MSG_MORE */
     uint32_t wlen;           /* length of a write mbedTLS holds after WANT_WRITE */
     uint16_t sni_len, subj_len;
+    uint8_t ip_len;          /* client to an IP address: 4 or 16, else 0 */
+    unsigned char ip[16];
     char sni[256];
     char subj[384];
 } tls_sess;
@@ -382,11 +387,12 @@ static int build_server(nsv_server *s, tls_loop *tl, const tls_opts *o)
     return NSV_OK;
 }
 
-/* Client side: CA (option or system bundle) unless verification is off. */
-static int build_client(nsv_server *s, tls_loop *tl, const tls_opts *o)
+/* Client side: CA (option or system bundle) unless verification is off.
+ * verify picks the configuration (tl->cli[verify]). */
+static int build_client(nsv_server *s, tls_loop *tl, const tls_opts *o, int verify)
 {
-    tls_side *sd = &tl->cli;
-    int verify = s->tls_verify_server != 0, r;
+    tls_side *sd = &tl->cli[verify];
+    int r;
     if (verify) {
         if (o->pem[IDX(NSV_OPT_TLS_CLIENT_CA_PEM)])
             r = parse_crt(s, &sd->ca, o, NSV_OPT_TLS_CLIENT_CA_PEM, "server CA");
@@ -413,7 +419,8 @@ static void loop_tls_destroy(nsv_server *s, tls_loop *tl)
 {
     side_free(&tl->srv);
     mbedtls_ssl_config_free(&tl->srv_raw);
-    side_free(&tl->cli);
+    side_free(&tl->cli[0]);
+    side_free(&tl->cli[1]);
     mbedtls_ctr_drbg_free(&tl->drbg);
     mbedtls_entropy_free(&tl->entropy);
     nsv__free(&s->alloc, tl->pend);
@@ -434,7 +441,8 @@ static tls_loop *loop_tls_create(nsv_server *s)
     mbedtls_ctr_drbg_init(&tl->drbg);
     side_init(&tl->srv);
     mbedtls_ssl_config_init(&tl->srv_raw);
-    side_init(&tl->cli);
+    side_init(&tl->cli[0]);
+    side_init(&tl->cli[1]);
     static const unsigned char pers[] = "libnanosrv";
     int r = mbedtls_ctr_drbg_seed(&tl->drbg, mbedtls_entropy_func, &tl->entropy, pers, sizeof pers - 1);
     if (r) {
@@ -558,38 +566,121 @@ int nsv__tls_accept(nsv__loop *l, nsv__conn *c, int kind)
     return sess_new(l, c, kind == NSV__TLS_RAW ? &tl->srv_raw : &tl->srv.conf, &t);
 }
 
-int nsv__tls_client_start(nsv__loop *l, nsv__conn *c, const char *host, size_t hlen)
+#if MBEDTLS_VERSION_NUMBER < 0x03000000
+/* Does the certificate list this address as an iPAddress subjectAltName?
+ * mbedTLS 2 keeps only dNSName and otherName entries, so the extension is
+ * read here from the raw v3 extensions (mbedTLS 3.5 checks it itself). */
+static int cert_has_ip(const mbedtls_x509_crt *crt, const unsigned char *ip, size_t iplen)
+{
+    unsigned char *p = crt->v3_ext.p, *end;
+    size_t len;
+    if (!p || !crt->v3_ext.len)
+        return 0;
+    end = p + crt->v3_ext.len;
+    if (mbedtls_asn1_get_tag(&p, end, &len, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE))
+        return 0;
+    end = p + len;
+    while (p < end) {
+        if (mbedtls_asn1_get_tag(&p, end, &len, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE))
+            return 0;
+        unsigned char *ext_end = p + len;
+        if (mbedtls_asn1_get_tag(&p, ext_end, &len, MBEDTLS_ASN1_OID))
+            return 0;
+        int san = len == MBEDTLS_OID_SIZE(MBEDTLS_OID_SUBJECT_ALT_NAME) &&
+                  memcmp(p, MBEDTLS_OID_SUBJECT_ALT_NAME, len) == 0;
+        p += len;
+        if (!san) {
+            p = ext_end;
+            continue;
+        }
+        int critical;
+        (void)mbedtls_asn1_get_bool(&p, ext_end, &critical); /* optional; p stays on another tag */
+        if (mbedtls_asn1_get_tag(&p, ext_end, &len, MBEDTLS_ASN1_OCTET_STRING) ||
+            mbedtls_asn1_get_tag(&p, ext_end, &len, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE))
+            return 0;
+        unsigned char *names_end = p + len;
+        while (p < names_end) {
+            unsigned char tag = *p++;
+            if (mbedtls_asn1_get_len(&p, names_end, &len))
+                return 0;
+            if (tag == (MBEDTLS_ASN1_CONTEXT_SPECIFIC | MBEDTLS_X509_SAN_IP_ADDRESS) && len == iplen &&
+                memcmp(p, ip, iplen) == 0)
+                return 1;
+            p += len;
+        }
+        return 0;
+    }
+    return 0;
+}
+
+/* Verification of a server reached by address: the leaf must list it. */
+static int verify_ip(void *arg, mbedtls_x509_crt *crt, int depth, uint32_t *flags)
+{
+    const tls_sess *t = arg;
+    if (depth == 0 && !cert_has_ip(crt, t->ip, t->ip_len))
+        *flags |= MBEDTLS_X509_BADCERT_CN_MISMATCH;
+    return 0;
+}
+#endif
+
+int nsv__tls_client_start(nsv__loop *l, nsv__conn *c, const char *host, size_t hlen, int verify)
 {
     char name[256];
-    if (hlen >= sizeof name || memchr(host, 0, hlen))
+    if (hlen >= sizeof name || (hlen && memchr(host, 0, hlen)))
         return nsv__set_detail(l->srv, NSV_EINVAL, "bad TLS host name");
+    if (verify < 0)
+        verify = l->srv->tls_verify_server != 0;
+    verify = verify != 0;
     tls_loop *tl = loop_tls(l);
     if (!tl)
         return NSV_ENOMEM;
-    if (!tl->cli_ready) {
+    if (!tl->cli_ready[verify]) {
         tls_opts *o = opts_get(l->srv);
         if (!o)
             return NSV_ENOMEM;
         pthread_mutex_lock(&o->lock);
         o->client_frozen = 1;
-        side_free(&tl->cli); /* a failed earlier attempt may have left parts */
-        side_init(&tl->cli);
-        int r = build_client(l->srv, tl, o);
+        side_free(&tl->cli[verify]); /* a failed earlier attempt may have left parts */
+        side_init(&tl->cli[verify]);
+        int r = build_client(l->srv, tl, o, verify);
         pthread_mutex_unlock(&o->lock);
         if (r)
             return r;
-        tl->cli_ready = 1;
+        tl->cli_ready[verify] = 1;
     }
     tls_sess *t;
-    int r = sess_new(l, c, &tl->cli.conf, &t);
+    int r = sess_new(l, c, &tl->cli[verify].conf, &t);
     if (r)
         return r;
     t->client = 1;
-    memcpy(name, host, hlen);
+    if (hlen)
+        memcpy(name, host, hlen);
     name[hlen] = 0;
     memcpy(t->sni, name, hlen);
     t->sni_len = (uint16_t)hlen;
-    if ((r = mbedtls_ssl_set_hostname(&t->ssl, name)) != 0) {
+    /* An IP address is no host name: no SNI for it (RFC 6066 3), and the
+     * certificate must list it as an iPAddress subjectAltName (RFC 6125),
+     * which verify_ip checks since mbedTLS 2 compares names only. */
+#if MBEDTLS_VERSION_NUMBER < 0x03000000
+    char bare[64];
+    size_t blen = hlen;
+    const char *b = name;
+    if (hlen > 2 && name[0] == '[' && name[hlen - 1] == ']')
+        b = name + 1, blen = hlen - 2;
+    if (blen && blen < sizeof bare) {
+        memcpy(bare, b, blen);
+        bare[blen] = 0;
+        if (inet_pton(AF_INET, bare, t->ip) == 1)
+            t->ip_len = 4;
+        else if (inet_pton(AF_INET6, bare, t->ip) == 1)
+            t->ip_len = 16;
+    }
+    if (t->ip_len && verify)
+        mbedtls_ssl_set_verify(&t->ssl, verify_ip, t);
+#endif
+    /* No name: no SNI, and verification checks the chain only (NULL says
+     * so explicitly, which newer mbedTLS requires). */
+    if ((r = mbedtls_ssl_set_hostname(&t->ssl, hlen && !t->ip_len ? name : NULL)) != 0) {
         nsv__tls_free(l, c);
         return tls_error(l->srv, r, "TLS host name");
     }
@@ -600,6 +691,8 @@ int nsv__tls_client_start(nsv__loop *l, nsv__conn *c, const char *host, size_t h
 static void established(nsv__loop *l, nsv__conn *c, tls_sess *t)
 {
     t->done = 1;
+    if (!t->client)
+        NSV__COUNT(l, NSV_M_TLS_HANDSHAKES);
     const mbedtls_x509_crt *peer = t->client ? NULL : mbedtls_ssl_get_peer_cert(&t->ssl);
     if (peer && mbedtls_ssl_get_verify_result(&t->ssl) == 0) {
         int n = mbedtls_x509_dn_gets(t->subj, sizeof t->subj, &peer->subject);
@@ -641,12 +734,31 @@ static int hs_step(nsv__loop *l, nsv__conn *c, tls_sess *t)
 
 static void hs_failed(nsv__loop *l, nsv__conn *c, int r)
 {
-    atomic_fetch_add(&l->srv->tls_failures, 1);
+    atomic_fetch_add(&l->srv->tls_failures, 1); /* NSV_OPT_TLS_HANDSHAKE_FAILURES: both sides, as before */
+    if (c->tls && !((tls_sess *)c->tls)->client)
+        NSV__COUNT(l, NSV_M_TLS_FAILURES); /* beside tls_handshakes: the server side */
     if (c->await_tls) { /* outbound: the host hears why its connect failed */
-        char msg[200];
+        char msg[400];
         memcpy(msg, "TLS: ", 5);
-        mbedtls_strerror(r, msg + 5, sizeof msg - 5);
-        nsv__evq_emit(l, c, NSV_EV_ERROR, NSV_ETLS, 0, msg, strlen(msg));
+        mbedtls_strerror(r, msg + 5, 195);
+        size_t n = strlen(msg);
+        uint32_t vf = r == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED ? mbedtls_ssl_get_verify_result(&((tls_sess *)c->tls)->ssl) : 0;
+        if (vf && vf != (uint32_t)-1) { /* which checks failed, e.g. the name */
+            int k = mbedtls_x509_crt_verify_info(msg + n + 2, sizeof msg - n - 2, "", vf);
+            if (k > 0) {
+                msg[n] = ':', msg[n + 1] = ' ';
+                n += 2 + (size_t)k;
+                while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+                    n--;
+                for (size_t i = 0; i < n; i++)
+                    if (msg[i] == '\n')
+                        msg[i] = ';';
+            }
+        }
+        if (c->httpc)
+            l->srv->httpc_hooks->conn_error(l, c, NSV_ETLS, msg, n);
+        else
+            nsv__evq_emit(l, c, NSV_EV_ERROR, NSV_ETLS, 0, msg, n);
     }
     if (nsv_log_level() >= NSV_LOG_DEBUG) {
         char msg[160];

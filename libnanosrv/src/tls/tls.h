@@ -51,7 +51,8 @@ void nsv__tls_loop_free(nsv__loop *l);
  * (kind: NSV__TLS_HTTP or NSV__TLS_RAW). 0, or NSV_ENOMEM / NSV_ETLS. */
 int nsv__tls_accept(nsv__loop *l, nsv__conn *c, int kind);
 /* Outbound: start a client session on a connected socket. host (not
- * NUL-terminated) is sent as SNI and, unless NSV_OPT_TLS_VERIFY_SERVER is 0,
+ * NUL-terminated; hlen 0: no SNI, no name check) is sent as SNI and, when
+ * verify is 1 (-1: unless NSV_OPT_TLS_VERIFY_SERVER is 0; 0: never),
  * checked against the server certificate, which must chain to the CA of
  * NSV_OPT_TLS_CLIENT_CA_FILE / _PEM (default: the system bundle
  * /etc/ssl/certs/ca-certificates.crt). Call it once the TCP connect has
@@ -59,7 +60,7 @@ int nsv__tls_accept(nsv__loop *l, nsv__conn *c, int kind);
  * the loop drives the rest, and the caller learns of completion from
  * nsv__tls_handshake returning 2 (e.g. to emit NSV_EV_TCP_CONNECTED).
  * 0, or NSV_ENOMEM / NSV_ETLS (detail set). */
-int nsv__tls_client_start(nsv__loop *l, nsv__conn *c, const char *host, size_t hlen);
+int nsv__tls_client_start(nsv__loop *l, nsv__conn *c, const char *host, size_t hlen, int verify);
 /* Drive the handshake; see the lifecycle above. */
 int nsv__tls_handshake(nsv__loop *l, nsv__conn *c);
 /* Free the session; sends close_notify first when it can go at once. */
@@ -101,9 +102,9 @@ static inline int nsv__tls_accept(nsv__loop *l, nsv__conn *c, int kind)
     (void)l, (void)c, (void)kind;
     return NSV_ENOTSUP;
 }
-static inline int nsv__tls_client_start(nsv__loop *l, nsv__conn *c, const char *host, size_t hlen)
+static inline int nsv__tls_client_start(nsv__loop *l, nsv__conn *c, const char *host, size_t hlen, int verify)
 {
-    (void)c, (void)host, (void)hlen;
+    (void)c, (void)host, (void)hlen, (void)verify;
     return nsv__set_detail(l->srv, NSV_ENOTSUP, "TLS is not available in this build");
 }
 static inline int nsv__tls_handshake(nsv__loop *l, nsv__conn *c) { (void)l, (void)c; return 1; }

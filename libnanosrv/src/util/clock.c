@@ -10,6 +10,14 @@ int64_t nsv_millis(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t nsv__mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return us > 0 ? us : 1;
+}
+
 int nsv__strncaseeq(const char *a, const char *b, size_t n)
 {
     for (size_t i = 0; i < n; i++)

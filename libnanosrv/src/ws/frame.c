@@ -22,7 +22,8 @@ static int check_byte0(uint8_t b0)
     return 0;
 }
 
-int nsv__ws_parse_header(const uint8_t *buf, size_t len, nsv__ws_frame *f)
+/* masked: what the peer must do (1: frames from a client, 0: from a server). */
+static int parse_header(const uint8_t *buf, size_t len, nsv__ws_frame *f, int masked)
 {
     if (len < 1)
         return 0;
@@ -32,15 +33,15 @@ int nsv__ws_parse_header(const uint8_t *buf, size_t len, nsv__ws_frame *f)
         return 0;
 
     unsigned op = buf[0] & 0x0F, len7 = buf[1] & 0x7F;
-    if (!(buf[1] & 0x80))
-        return ERR_PROTO; /* clients must mask every frame (5.1) */
+    if (!(buf[1] & 0x80) != !masked)
+        return ERR_PROTO; /* clients mask every frame, servers none (5.1) */
     if (nsv__ws_is_control((int)op) && len7 > NSV__WS_MAX_CONTROL)
         return ERR_PROTO; /* also rules out 126/127 extended lengths */
 
     size_t ext = len7 == 126 ? 2 : len7 == 127 ? 8 : 0;
     if (ext == 8 && len >= 3 && (buf[2] & 0x80))
         return ERR_PROTO; /* the top bit of a 64-bit length must be 0 */
-    size_t hlen = 2 + ext + 4;
+    size_t hlen = 2 + ext + (masked ? 4 : 0);
     if (len < hlen)
         return 0;
 
@@ -51,11 +52,24 @@ int nsv__ws_parse_header(const uint8_t *buf, size_t len, nsv__ws_frame *f)
             plen = (plen << 8) | buf[2 + i];
     }
     f->len = plen;
-    memcpy(f->key, buf + 2 + ext, 4);
+    if (masked)
+        memcpy(f->key, buf + 2 + ext, 4);
+    else
+        memset(f->key, 0, 4);
     f->opcode = (uint8_t)op;
     f->fin = (uint8_t)(buf[0] >> 7);
     f->hlen = (uint8_t)hlen;
     return (int)hlen;
+}
+
+int nsv__ws_parse_header(const uint8_t *buf, size_t len, nsv__ws_frame *f)
+{
+    return parse_header(buf, len, f, 1);
+}
+
+int nsv__ws_parse_server_header(const uint8_t *buf, size_t len, nsv__ws_frame *f)
+{
+    return parse_header(buf, len, f, 0);
 }
 
 /* Unmasking. The key byte for payload position i is key[i % 4]. Once p is
@@ -119,6 +133,15 @@ size_t nsv__ws_write_header(uint8_t out[NSV__WS_MAX_HEADER], int fin, int opcode
     for (int i = 0; i < 8; i++)
         out[2 + i] = (uint8_t)(len >> (56 - 8 * i));
     return 10;
+}
+
+size_t nsv__ws_write_masked_header(uint8_t out[NSV__WS_MAX_HEADER], int fin, int opcode, uint64_t len,
+                                   const uint8_t key[4])
+{
+    size_t h = nsv__ws_write_header(out, fin, opcode, len);
+    out[1] |= 0x80;
+    memcpy(out + h, key, 4);
+    return h + 4;
 }
 
 int nsv__ws_msg_frame(nsv__ws_msg *m, const nsv__ws_frame *f)

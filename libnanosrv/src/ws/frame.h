@@ -51,10 +51,10 @@ static inline int nsv__ws_is_control(int opcode) { return (opcode & 0x8) != 0; }
 /* A parsed frame header. */
 typedef struct nsv__ws_frame {
     uint64_t len;      /* payload length (< 2^63) */
-    uint8_t key[4];    /* masking key (client frames are always masked) */
+    uint8_t key[4];    /* masking key (client frames are always masked; zero for server frames) */
     uint8_t opcode;    /* enum nsv__ws_opcode */
     uint8_t fin;       /* 1 on the last frame of a message (always for control) */
-    uint8_t hlen;      /* header length in bytes, 6..14 */
+    uint8_t hlen;      /* header length in bytes, 6..14 (server frames 2..10) */
 } nsv__ws_frame;
 
 /*
@@ -71,6 +71,13 @@ typedef struct nsv__ws_frame {
 int nsv__ws_parse_header(const uint8_t *buf, size_t len, nsv__ws_frame *f);
 
 /*
+ * The same for a frame from a server (read by a client): every rule above
+ * but the mask, which is reversed: a masked frame is -1002 and an unmasked
+ * one has no key (f->key is zero, hlen 2..10).
+ */
+int nsv__ws_parse_server_header(const uint8_t *buf, size_t len, nsv__ws_frame *f);
+
+/*
  * XOR p[0..n) with the masking key in place. offset is the position of p[0]
  * within the frame payload, so a payload unmasked in pieces (as reads arrive)
  * gives the same bytes as unmasking it whole. Works a word at a time for any
@@ -84,6 +91,14 @@ void nsv__ws_unmask(uint8_t *p, size_t n, const uint8_t key[4], size_t offset);
  * Returns the header length: 2, 4 or 10. out has room for a masked header.
  */
 size_t nsv__ws_write_header(uint8_t out[NSV__WS_MAX_HEADER], int fin, int opcode, uint64_t len);
+
+/*
+ * A client frame header: as nsv__ws_write_header, with the mask bit and the
+ * 4-byte key after the length. Returns 6, 8 or 14. The payload that follows
+ * must be masked with the same key (nsv__ws_unmask, offset 0).
+ */
+size_t nsv__ws_write_masked_header(uint8_t out[NSV__WS_MAX_HEADER], int fin, int opcode, uint64_t len,
+                                   const uint8_t key[4]);
 
 /*
  * Message assembler: tracks fragmentation across frames and validates text

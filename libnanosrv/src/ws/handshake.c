@@ -2,7 +2,11 @@
 #include "handshake.h"
 #include "../internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 static const char WS_GUID[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
@@ -135,4 +139,46 @@ int nsv__ws_accept_key(const char *key, size_t key_len, char out[NSV__WS_ACCEPT_
     nsv__sha1_update(&c, WS_GUID, sizeof WS_GUID - 1);
     nsv__sha1_final(&c, d);
     return nsv_base64_encode((const char *)d, sizeof d, out, NSV__WS_ACCEPT_LEN) == NSV__WS_ACCEPT_LEN ? 0 : NSV_EINVAL;
+}
+
+/* The kernel's CSPRNG; /dev/urandom where getrandom is missing (old kernels). */
+int nsv__ws_random(void *buf, size_t n)
+{
+    uint8_t *p = buf;
+    while (n) {
+        ssize_t k = getrandom(p, n, 0);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && errno == ENOSYS) {
+            int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                return NSV_ESYS;
+            while (n) {
+                k = read(fd, p, n);
+                if (k < 0 && errno == EINTR)
+                    continue;
+                if (k <= 0) {
+                    close(fd);
+                    return NSV_ESYS;
+                }
+                p += k;
+                n -= (size_t)k;
+            }
+            close(fd);
+            return 0;
+        }
+        if (k <= 0)
+            return NSV_ESYS;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+int nsv__ws_client_key(char out[24])
+{
+    uint8_t raw[16];
+    if (nsv__ws_random(raw, sizeof raw) != 0)
+        return NSV_ESYS;
+    return nsv_base64_encode((const char *)raw, sizeof raw, out, 24) == 24 ? 0 : NSV_EINVAL;
 }

@@ -39,4 +39,11 @@ int nsv__ws_check_key(const char *key, size_t len);
  */
 int nsv__ws_accept_key(const char *key, size_t key_len, char out[NSV__WS_ACCEPT_LEN]);
 
+/* n bytes from the kernel's CSPRNG (getrandom). 0, or NSV_ESYS. */
+int nsv__ws_random(void *buf, size_t n);
+
+/* A client's Sec-WebSocket-Key: base64 of 16 fresh random bytes, exactly
+ * 24 characters (not NUL-terminated). 0, or NSV_ESYS. */
+int nsv__ws_client_key(char out[24]);
+
 #endif

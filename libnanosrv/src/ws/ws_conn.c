@@ -1,8 +1,13 @@
 /* ws_conn.c - WebSocket connections: handshake check and 101, the frame
  * receive path (reassembly, UTF-8, control frames, close handshake), sends,
- * broadcast and keepalive pings. Codec rules live in frame.c / utf8.c. */
+ * broadcast and keepalive pings. Codec rules live in frame.c / utf8.c.
+ * The same connections serve the client side (nsv_ws_connect, once its
+ * handshake succeeded): frames go out masked with a fresh random key and
+ * must come in unmasked. */
 #include "ws.h"
+#include "../loop/metrics.h"
 #include "../http/http.h"
+#include "../http/answer.h"
 #include "../loop/io.h"
 #include "frame.h"
 #include "handshake.h"
@@ -21,8 +26,11 @@ typedef struct nsv__ws {
     uint8_t close_recv;
     uint8_t ping_out;    /* keepalive ping unanswered */
     uint8_t close_told;  /* the host got its WS_CLOSE event */
+    uint8_t client;      /* our end is the client: frames out masked, frames in unmasked */
+    uint8_t rng_pos;     /* client: bytes of rng used (sizeof rng: refill) */
     int64_t next_ping;
     nsv__buf msgbuf;     /* message assembled from pieces or fragments */
+    uint8_t rng[128];    /* client: random bytes for masking keys, from getrandom */
 } nsv__ws;
 
 /* An open WebSocket that is not closing. */
@@ -61,11 +69,44 @@ void nsv__ws_check_request(nsv__conn *c, const nsv__request *r)
     c->ws_check = 1;
 }
 
+/* A client frame: copied and masked with a key nobody can predict (RFC
+ * 6455 5.3: the key of each frame is fresh, from a strong source), so it
+ * never goes out from the caller's memory. */
+static int queue_masked(nsv__loop *l, nsv__conn *c, int opcode, const char *data, size_t len)
+{
+    nsv__ws *ws = c->ws;
+    uint8_t key[4], hdr[NSV__WS_MAX_HEADER];
+    if (ws->rng_pos > sizeof ws->rng - 4) {
+        if (nsv__ws_random(ws->rng, sizeof ws->rng) != 0)
+            return nsv__set_detail(l->srv, NSV_ESYS, "ws send: no random bytes for a masking key");
+        ws->rng_pos = 0;
+    }
+    memcpy(key, ws->rng + ws->rng_pos, 4);
+    memset(ws->rng + ws->rng_pos, 0, 4);
+    ws->rng_pos = (uint8_t)(ws->rng_pos + 4);
+    size_t h = nsv__ws_write_masked_header(hdr, 1, opcode, len, key);
+    int r = nsv__buf_reserve(l, &c->out, h + len);
+    if (r)
+        return r;
+    uint8_t *p = (uint8_t *)c->out.p + c->out.len;
+    memcpy(p, hdr, h);
+    if (len) {
+        memcpy(p + h, data, len);
+        nsv__ws_unmask(p + h, len, key, 0); /* masking is the same XOR */
+    }
+    c->out.len += (uint32_t)(h + len);
+    nsv__conn_mark_dirty(l, c);
+    return NSV_OK;
+}
+
 static int queue_frame(nsv__loop *l, nsv__conn *c, int opcode, const char *data, size_t len)
 {
+    if (c->ws->client)
+        return queue_masked(l, c, opcode, data, len);
     uint8_t hdr[NSV__WS_MAX_HEADER];
     size_t h = nsv__ws_write_header(hdr, 1, opcode, len);
     size_t sent = nsv__conn_send_direct(c, hdr, h, data, len); /* large frames, idle socket */
+    nsv__metric_add(l, NSV_M_BYTES_OUT, sent); /* the direct send has no loop to count it */
     if (sent >= h) { /* header out: buffer the rest of the payload, if any */
         size_t done = sent - h;
         if (done == len)
@@ -134,6 +175,9 @@ int nsv__ws_accept(nsv__loop *l, nsv__conn *c, const char *extra, size_t elen)
     }
     memcpy(p, "\r\n", 2);
     p += 2;
+    nsv__answer_status(l, c, 101);
+    nsv__answer_bytes(l, c, 0, (uint64_t)(p - (c->out.p + c->out.len)));
+    nsv__answer_done(l, c);
     c->out.len = (uint32_t)(p - c->out.p);
     ws->msg.max = (uint64_t)l->srv->ws_max_message;
     if (l->srv->ws_ping_interval_ms)
@@ -215,12 +259,21 @@ static void on_control(nsv__loop *l, nsv__conn *c, int op, uint8_t *p, size_t n)
         return;
     }
     ws->close_recv = 1;
-    if (!ws->close_sent) { /* echo the peer's code (none if it sent none) */
+    int echo = !ws->close_sent;
+    if (echo) { /* echo the peer's code (none if it sent none) */
         queue_frame(l, c, NSV__WS_CLOSE, (const char *)p, n >= 2 ? 2 : 0);
         ws->close_sent = 1;
     }
     /* WS_CLOSE carries the peer's code and reason, whoever started the close. */
     emit(l, c, NSV_EV_WS_CLOSE, code, (const char *)p + (n >= 2 ? 2 : 0), n >= 2 ? n - 2 : 0);
+    if (ws->client && echo && !c->closing) {
+        /* The server started it, so the server closes TCP first (RFC 6455
+         * 7.1.1): the echo goes out and its EOF is awaited, within the close
+         * timeout (no on_timer: the sweep then closes). Reading goes on,
+         * dropping whatever comes. */
+        c->deadline = l->now + s->ws_close_timeout_ms;
+        return;
+    }
     c->closing = 1;
     c->deadline = l->now + s->ws_close_timeout_ms;
     nsv__conn_mark_dirty(l, c);
@@ -232,9 +285,10 @@ static long process(nsv__loop *l, nsv__conn *c, uint8_t *p, size_t len)
 {
     nsv__ws *ws = c->ws;
     size_t used = 0;
-    while (used < len && live(c)) {
+    while (used < len && live(c) && !ws->close_recv) {
         if (!ws->in_frame) {
-            int h = nsv__ws_parse_header(p + used, len - used, &ws->f);
+            int h = ws->client ? nsv__ws_parse_server_header(p + used, len - used, &ws->f)
+                               : nsv__ws_parse_header(p + used, len - used, &ws->f);
             if (h == 0)
                 break;
             if (h < 0)
@@ -243,7 +297,8 @@ static long process(nsv__loop *l, nsv__conn *c, uint8_t *p, size_t len)
                 if (len - used < h + ws->f.len)
                     break; /* control frames are handled whole (<= 125 bytes) */
                 uint8_t *pl = p + used + h;
-                nsv__ws_unmask(pl, (size_t)ws->f.len, ws->f.key, 0);
+                if (!ws->client)
+                    nsv__ws_unmask(pl, (size_t)ws->f.len, ws->f.key, 0);
                 used += h + (size_t)ws->f.len;
                 on_control(l, c, ws->f.opcode, pl, (size_t)ws->f.len);
                 continue;
@@ -258,7 +313,8 @@ static long process(nsv__loop *l, nsv__conn *c, uint8_t *p, size_t len)
         uint64_t want = ws->f.len - ws->fpos;
         size_t n = (size_t)(want < len - used ? want : len - used);
         uint8_t *pl = p + used;
-        nsv__ws_unmask(pl, n, ws->f.key, (size_t)ws->fpos);
+        if (!ws->client)
+            nsv__ws_unmask(pl, n, ws->f.key, (size_t)ws->fpos);
         int r = nsv__ws_msg_data(&ws->msg, pl, n);
         if (r < 0)
             return fail(l, c, -r), -1;
@@ -278,6 +334,7 @@ static long process(nsv__loop *l, nsv__conn *c, uint8_t *p, size_t len)
         if (r < 0)
             return fail(l, c, -r), -1;
         if (r == 1) {
+            NSV__COUNT(l, NSV_M_WS_MESSAGES_IN);
             if (whole) {
                 emit(l, c, NSV_EV_WS_MESSAGE, opcode, (const char *)pl, n);
             } else {
@@ -286,13 +343,18 @@ static long process(nsv__loop *l, nsv__conn *c, uint8_t *p, size_t len)
             }
         }
     }
-    return (long)used;
+    /* After the peer's close frame nothing more is data: the rest is dropped. */
+    return ws->close_recv ? (long)len : (long)used;
 }
 
 /* A client that sends faster than it reads is not read while its answers
  * back up (loop.c), so echoing hosts never meet NSV_EAGAIN from it. */
 static void on_readable(nsv__loop *l, nsv__conn *c)
 {
+    if (c->paused) { /* nsv_pause_read: what was read waits in `in` */
+        nsv__conn_set_events(l, c, 0, c->writing);
+        return;
+    }
     for (int rounds = 0; rounds < 4 && live(c); rounds++) {
         uint8_t *p;
         size_t len;
@@ -314,7 +376,12 @@ static void on_readable(nsv__loop *l, nsv__conn *c)
                 n = 1; /* process what the handshake left behind */
         }
         if (n == 0) {
+            /* EOF: frames already read (behind the handshake, or an
+             * incomplete tail) are taken first; a close frame among them
+             * is the peer's word, not an abnormal closure. */
             c->peer_closed = 1;
+            if (stash && len && (process(l, c, p, len) < 0 || !c->proto))
+                return;
             nsv__conn_close(l, c);
             return;
         }
@@ -372,7 +439,12 @@ int nsv__ws_send(nsv__loop *l, nsv__conn *c, int opcode, const char *data, size_
         return send_refused(l, c, NSV_ETOOBIG, opcode, len);
     if (c->out.len - c->out.off > 0 && c->out.len - c->out.off + len > nsv__out_limit(l))
         return send_refused(l, c, NSV_EAGAIN, opcode, len);
-    return queue_frame(l, c, opcode, data, len);
+    int r = queue_frame(l, c, opcode, data, len);
+    if (r == 0 && !(opcode & 8))
+        NSV__COUNT(l, NSV_M_WS_MESSAGES_OUT);
+    if (r == 0 && c->water_events)
+        nsv__out_queued(l, c); /* TCP_WRITABLE code 0 once past the high water mark */
+    return r;
 }
 
 int nsv__ws_close(nsv__loop *l, nsv__conn *c, int code, const char *reason, size_t len)
@@ -408,7 +480,7 @@ int nsv__ws_broadcast_loop(nsv__loop *l, int32_t route, int opcode, const char *
     int n = 0;
     for (uint32_t i = 0; i < l->nslots; i++) {
         nsv__conn *c = NSV__CONN(l, i);
-        if (live(c) && !c->ws->close_sent && (route < 0 || c->route == route) &&
+        if (live(c) && !c->ws->close_sent && !c->ws->client && (route < 0 || c->route == route) &&
             nsv__ws_send(l, c, opcode, data, len) == NSV_OK)
             n++;
     }
@@ -423,6 +495,7 @@ static void on_tick(nsv__loop *l, nsv__conn *c)
     if (!iv || !live(c) || ws->close_sent || l->now < ws->next_ping)
         return;
     if (ws->ping_out) { /* peer stopped answering: 1006 with a reason */
+        NSV__COUNT(l, NSV_M_TIMEOUT_OTHER);
         emit(l, c, NSV_EV_WS_CLOSE, 1006, "ping timeout", 12);
         nsv__conn_close(l, c);
         return;
@@ -430,6 +503,19 @@ static void on_tick(nsv__loop *l, nsv__conn *c)
     queue_frame(l, c, NSV__WS_PING, "nsv", 3);
     ws->ping_out = 1;
     ws->next_ping = l->now + iv;
+}
+
+/* The close handshake did not finish in ws_close_timeout_ms. */
+static void on_timer(nsv__loop *l, nsv__conn *c)
+{
+    NSV__COUNT(l, NSV_M_TIMEOUT_OTHER);
+    nsv__conn_close(l, c);
+}
+
+/* The 101's bytes may all be out: the upgrade's latency (http/answer.h). */
+static void on_flushed(nsv__loop *l, nsv__conn *c)
+{
+    nsv__answer_flushed(l, c);
 }
 
 /* Frames that came right behind the handshake wait in c->in. */
@@ -441,13 +527,47 @@ static int on_dirty(nsv__loop *l, nsv__conn *c)
 }
 
 /* Draining: the peer hears "going away" and closes cleanly. */
-static void on_drain(nsv__loop *l, nsv__conn *c) { nsv__ws_close(l, c, 1001, "server shutting down", 20); }
+static void on_drain(nsv__loop *l, nsv__conn *c)
+{
+    if (c->ws && c->ws->client)
+        nsv__ws_close(l, c, 1001, "client shutting down", 20);
+    else
+        nsv__ws_close(l, c, 1001, "server shutting down", 20);
+}
+
+/* A client connection's handshake succeeded (core/ws_client.c checked the
+ * 101): from now on it is a WebSocket like an upgraded one, in client mode.
+ * Bytes that came behind the 101 wait in c->in and are read as frames from
+ * the flush list, after the caller's WS_OPEN. */
+int nsv__ws_client_open(nsv__loop *l, nsv__conn *c)
+{
+    nsv__ws *ws = nsv__calloc(&l->srv->alloc, sizeof *ws);
+    if (!ws)
+        return NSV_ENOMEM;
+    ws->client = 1;
+    ws->rng_pos = sizeof ws->rng; /* filled at the first frame */
+    ws->msg.max = (uint64_t)l->srv->ws_max_message;
+    if (l->srv->ws_ping_interval_ms)
+        ws->next_ping = l->now + l->srv->ws_ping_interval_ms;
+    c->ws = ws;
+    c->proto = &nsv__proto_ws;
+    c->state = NSV__C_NONE;
+    c->deadline = 0;
+    nsv__ticket(l, c, NSV__T_WS);
+    if (!c->paused && !c->reading)
+        nsv__conn_set_events(l, c, 1, c->writing);
+    if (c->in.len > c->in.off)
+        nsv__conn_mark_dirty(l, c);
+    return NSV_OK;
+}
 
 const nsv__proto nsv__proto_ws = {
     .name = "a WebSocket",
     .flags = NSV__P_STREAM,
     .on_readable = on_readable,
     .on_dirty = on_dirty,
+    .on_flushed = on_flushed,
+    .on_timer = on_timer,
     .on_tick = on_tick,
     .on_drain = on_drain,
     .on_close = on_close,

@@ -59,6 +59,10 @@ ffi.cdef [[
     int shutdown(int fd, int how);
     uint16_t htons(uint16_t v);
     int setsockopt(int fd, int level, int name, const void *val, uint32_t len);
+    int bind(int fd, const struct nsvt_sockaddr_in *addr, uint32_t len);
+    int inet_pton(int af, const char *src, void *dst);
+    int getsockname(int fd, struct nsvt_sockaddr_in *addr, uint32_t *len);
+    uint16_t ntohs(uint16_t v);
 ]]
 local C = ffi.C
 local AF_INET, SOCK_STREAM, POLLIN, MSG_NOSIGNAL = 2, 1, 1, 0x4000
@@ -67,10 +71,17 @@ local Client = {}
 Client.__index = Client
 
 -- Connect to 127.0.0.1:port. pump (optional) is called while waiting, so a
--- test can drive an in-process server from the same thread.
-function T.connect(port, pump)
+-- test can drive an in-process server from the same thread. from: a local
+-- IPv4 address to connect from (e.g. "127.0.0.2", for address lists).
+function T.connect(port, pump, from)
     local fd = C.socket(AF_INET, SOCK_STREAM, 0)
     assert(fd >= 0, "socket failed")
+    if from then
+        local src = ffi.new("struct nsvt_sockaddr_in")
+        src.family = AF_INET
+        assert(C.inet_pton(AF_INET, from, ffi.cast("char *", src) + 4) == 1, "bad address " .. from)
+        assert(C.bind(fd, src, ffi.sizeof(src)) == 0, "bind to " .. from .. " failed")
+    end
     local sa = ffi.new("struct nsvt_sockaddr_in")
     sa.family = AF_INET
     sa.port = C.htons(port)
@@ -80,6 +91,13 @@ function T.connect(port, pump)
     -- blocking connect works even before the server thread accepts.
     assert(C.connect(fd, sa, ffi.sizeof(sa)) == 0, "connect failed")
     return setmetatable({ fd = fd, pump = pump, buf = "", closed = false }, Client)
+end
+
+-- The client's own port (what the server sees as the peer's).
+function Client:local_port()
+    local sa, len = ffi.new("struct nsvt_sockaddr_in"), ffi.new("uint32_t[1]", ffi.sizeof("struct nsvt_sockaddr_in"))
+    if C.getsockname(self.fd, sa, len) ~= 0 then return nil end
+    return C.ntohs(sa.port)
 end
 
 function Client:send(s)

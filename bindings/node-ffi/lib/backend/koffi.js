@@ -27,7 +27,10 @@ function load(libPath, functions) {
   const dup = libc.func('int dup(int fd)');
   // NULL comes back as null (or 0n for void * in some versions).
   const isNull = (p) => p === null || p === 0n;
-  return { name: 'koffi', version: koffi.version, fns, missing, dup, isNull };
+  // The library objects are kept: koffi unloads a library whose object is
+  // garbage collected, which would pull the code from under the server's
+  // worker threads (they crash in unmapped memory).
+  return { name: 'koffi', version: koffi.version, fns, missing, dup, isNull, libs: [lib, libc] };
 }
 
 module.exports = { load };

@@ -76,6 +76,9 @@ class Socket extends EventEmitter {
     this._conn = conn;
     this.remoteAddress = info.remoteAddress;
     this.remotePort = info.remotePort;
+    // The front's fields when the connection came through a PROXY protocol
+    // front (remoteAddress is then the client's, from the header), else null.
+    this.proxy = info.proxy || null;
     this.remoteFamily = info.remoteAddress && info.remoteAddress.includes(':') ? 'IPv6' : 'IPv4';
     const a = server._addr;
     this.localAddress = a ? a.address : undefined;
@@ -804,7 +807,9 @@ class Server extends EventEmitter {
     this._closing = false;
     this._sockets = new Map(); // conn -> Socket
     this._ws = []; // server.ws() calls made before listen
+    this._accessCore = null;
     if (listener) this.on('request', listener);
+    this.on('newListener', (ev) => { if (ev === 'access' && this._core) this._forwardAccess(this._core); });
   }
 
   get listening() { return this._addr !== null && !this._closing; }
@@ -826,17 +831,21 @@ class Server extends EventEmitter {
     return c;
   }
 
-  // listen([port][, host][, backlog][, cb]) | listen({ port, host }[, cb]).
+  // listen([port][, host][, backlog][, cb]) | listen({ port, host, fd,
+  // proxyProtocol, proxyTimeoutMs, proxyFrom, allow, deny }[, cb]): fd
+  // adopts a listening TCP socket (an inherited one), the others are the
+  // listener's options (README "Behind a load balancer").
   listen(...args) {
-    let port = 0, host = null, cb = null;
+    let port = 0, host = null, cb = null, lopts;
     if (args.length && typeof args[args.length - 1] === 'function') cb = args.pop();
     const a0 = args[0];
     if (a0 !== null && typeof a0 === 'object') {
-      if (a0.path !== undefined || a0.fd !== undefined || a0.handle !== undefined || a0._handle !== undefined) {
-        throw nodeError(Error, 'ERR_NANOSRV_UNSUPPORTED', 'nanosrv/http: only TCP ports can be listened on');
+      if (a0.path !== undefined || a0.handle !== undefined || a0._handle !== undefined) {
+        throw nodeError(Error, 'ERR_NANOSRV_UNSUPPORTED', 'nanosrv/http: only TCP ports and listening fds can be listened on');
       }
       if (a0.port !== undefined) port = a0.port;
       if (a0.host) host = a0.host;
+      lopts = a0;
     } else {
       if (a0 !== undefined && a0 !== null) port = a0;
       if (typeof args[1] === 'string') host = args[1];
@@ -848,25 +857,29 @@ class Server extends EventEmitter {
     if (cb) this.once('listening', cb);
     if (this._core !== null) throw nodeError(Error, 'ERR_SERVER_ALREADY_LISTEN', 'Listen method has been called more than once without closing.');
     try {
-      this._listen(port, host);
+      this._listen(port, host, lopts);
     } catch (e) {
       process.nextTick(() => this.emit('error', e));
     }
     return this;
   }
 
-  _listen(port, host) {
+  _listen(port, host, lopts) {
     const core = new HttpCore(this._coreOptions(), this);
     core.on('error', (e) => this.emit('error', e));
     for (const [pattern, handlers] of this._ws) core.ws(pattern, handlers);
+    if (this.listenerCount('access')) this._forwardAccess(core);
     const scheme = this._secure ? 'https' : 'http';
     // No host: every address, IPv4 and IPv6 (node's '::'); 'localhost': both loopbacks.
-    const pairs = host === null || host === '::' ? ['0.0.0.0', '::'] : host === 'localhost' ? ['127.0.0.1', '::1'] : [host];
+    const fd = lopts ? lopts.fd : undefined;
+    const pairs = fd !== undefined ? ['0.0.0.0'] : host === null || host === '::' ? ['0.0.0.0', '::'] : host === 'localhost' ? ['127.0.0.1', '::1'] : [host];
     let p;
     try {
-      p = core._listenNow(hostUrl(scheme, pairs[0], port));
+      p = core._listenNow(fd !== undefined ? `${scheme}://0.0.0.0:0` : hostUrl(scheme, pairs[0], port), undefined, lopts);
       for (let i = 1; i < pairs.length; i++) {
-        try { core._listenNow(hostUrl(scheme, pairs[i], p)); } catch { /* no IPv6 here */ }
+        try { core._listenNow(hostUrl(scheme, pairs[i], p), undefined, lopts); } catch (e) {
+          if (e.code === 'NSV_EINVAL' || e.code === 'NSV_ERANGE') throw e; // a listener option, not a missing IPv6
+        }
       }
     } catch (e) {
       core.close(0);
@@ -881,13 +894,47 @@ class Server extends EventEmitter {
 
   address() { return this._addr; }
 
+  // ---- operations (the core's; README "Behind a load balancer") ----
+
+  _running(what) {
+    if (this._core === null) throw nodeError(Error, 'ERR_SERVER_NOT_RUNNING', `${what}: the server is not listening`);
+    return this._core;
+  }
+
+  metrics(worker) { return this._running('metrics()').metrics(worker); }
+  metricsText(prefix, opts) { return this._running('metricsText()').metricsText(prefix, opts); }
+  // Handlers for an app's routes: app.get('/metrics', server.metricsHandler()).
+  metricsHandler(opts = {}) {
+    return (req, res) => {
+      res.writeHead(200, { 'Content-Type': 'text/plain; version=0.0.4' });
+      res.end(this.metricsText(opts.prefix, { perWorker: !!opts.perWorker }));
+    };
+  }
+
+  get draining() { return this._closing || (this._core !== null && this._core.draining); }
+
+  readinessHandler() {
+    return (req, res) => {
+      const d = this.draining;
+      res.writeHead(d ? 503 : 200, { 'Content-Type': 'text/plain' });
+      res.end(d ? 'draining' : 'ready'); // echo-server's bodies
+    };
+  }
+
+  // 'access' (record) of the core, for listeners of this server.
+  _forwardAccess(core) {
+    if (this._accessCore === core) return;
+    this._accessCore = core;
+    core.on('access', (r) => this.emit('access', r));
+  }
+
   // A request from the core (its fields are read now: the arena is reused).
   _request(nreq) {
     const conn = nreq.conn;
     let socket = this._sockets.get(conn);
     if (socket === undefined) {
       const tls = nreq.tls ? { ...nreq.tls, subjectObject() { return parseSubject(this.subject); } } : null;
-      socket = new Socket(this, conn, { remoteAddress: nreq._el ? nreq.remoteAddress : undefined, remotePort: nreq.remotePort, tls });
+      socket = new Socket(this, conn, { remoteAddress: nreq._el ? nreq.remoteAddress : undefined, remotePort: nreq.remotePort, tls, proxy: nreq.proxy });
       this._sockets.set(conn, socket);
       if (this.timeout) socket.setTimeout(this.timeout);
       this.emit('connection', socket);

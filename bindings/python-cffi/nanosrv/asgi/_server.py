@@ -6,8 +6,10 @@ from urllib.parse import quote, urlsplit
 
 from .. import aio
 from .._ffi import has
-from .._message import (BODY, BODY_LEN, EVF_HTTP10, EVF_STREAM_BODY, EVF_UPGRADE, FLAGS, HEADERS,
-                        HEADERS_LEN, METHOD, METHOD_LEN, PATH, PATH_LEN, PEER, PEER_LEN, PEER_PORT, QUERY, QUERY_LEN)
+from .._message import (BODY, BODY_LEN, EVF_HTTP10, EVF_PROXY, EVF_STREAM_BODY, EVF_UPGRADE, FLAGS, HEADERS,
+                        HEADERS_LEN, METHOD, METHOD_LEN, PATH, PATH_LEN, PEER, PEER_LEN, PEER_PORT, QUERY, QUERY_LEN,
+                        TLS, TLS_LEN)
+from ..ops import proxy_info
 from ..stream import BodyStream
 from ._http import HttpCycle
 from ._lifespan import Lifespan
@@ -35,7 +37,9 @@ class Server:
     Options: root_path, lifespan ("auto" | "on" | "off"),
     response_timeout (seconds an app may take to start a response, then
     500; None = no limit), access_log (one INFO record per request on the
-    "nanosrv.access" logger, uvicorn's format), limit_max_requests (after
+    "nanosrv.access" logger, uvicorn's format; or "common", "combined",
+    "json", a callable(record): the library's access records, see
+    Manager.access_log), limit_max_requests (after
     that many requests a graceful drain starts), ws_max_size (bytes of one
     WebSocket message), ws_ping_interval (seconds; None = no pings),
     timeout_graceful_shutdown (seconds a drain waits; None = as long as it
@@ -48,7 +52,7 @@ class Server:
     and pings, streamed bodies) apply to every listener of the Manager."""
 
     def __init__(self, app: "ASGIApp", *, root_path: str = "", lifespan: str = "auto",
-                 response_timeout: Optional[float] = None, access_log: bool = False,
+                 response_timeout: Optional[float] = None, access_log: Any = False,
                  limit_max_requests: Optional[int] = None, ws_max_size: int = 16 * 1024 * 1024,
                  ws_ping_interval: Optional[float] = None, timeout_graceful_shutdown: Optional[float] = None,
                  body_buffer: int = 1 << 20, max_body_size: Optional[int] = None, stream_body: bool = True) -> None:
@@ -68,7 +72,10 @@ class Server:
         self.root_path = root_path
         self.lifespan = Lifespan(self.app, lifespan)
         self.response_timeout = response_timeout
-        self.access_log = bool(access_log)
+        # A format or callable: the library's records (Manager.access_log);
+        # True: this server's own line per request.
+        self.access_format = access_log if isinstance(access_log, str) or callable(access_log) else None
+        self.access_log = bool(access_log) and self.access_format is None
         self.limit_max_requests = limit_max_requests
         self.count_requests = limit_max_requests is not None
         self.requests = 0
@@ -92,9 +99,13 @@ class Server:
 
     # ---- setup ----
 
-    def listen(self, manager: Any, url: str) -> Any:
+    def listen(self, manager: Any, url: str, **lopts: Any) -> Any:
         """Serve this app on `url` ("http://host:port", "https://..." after
-        manager.set_tls(...); port 0 picks one). Returns the Listener."""
+        manager.set_tls(...); port 0 picks one). Returns the Listener.
+        Listener options as Manager.http_listen (proxy_protocol,
+        proxy_from, allow, deny, ...): behind a PROXY protocol front
+        scope["client"] is the client's address and
+        scope["extensions"]["nanosrv.proxy"] the front's facts."""
         if not isinstance(url, str):
             raise TypeError("url must be str, not %s" % type(url).__name__)
         u = urlsplit(url)
@@ -108,12 +119,14 @@ class Server:
         # handler sets up the connection's BodyStream itself (on_request is
         # marked so that the Manager does not defer it to the end of the
         # batch, which is for synchronous readers).
-        lst = manager.http_listen(url, handler.on_request)
+        lst = manager.http_listen(url, handler.on_request, **lopts)
         handler.server = (u.hostname or "0.0.0.0", lst.port)
         return lst
 
     def _configure(self, manager):
         self.managers.append(manager)
+        if self.access_format is not None and manager._access is None:
+            manager.set_access_log(self.access_format)
         if self.stream_body:
             manager.set_option("stream_body", 1)
             if self.expect_manual:
@@ -250,6 +263,8 @@ class _Listener:
             scope["state"] = lifespan.state.copy()
         if self.tls:
             scope["extensions"] = {"tls": tls_extension(a, e)}
+        if flags & EVF_PROXY:
+            scope.setdefault("extensions", {})["nanosrv.proxy"] = proxy_info(a, e[TLS], e[TLS_LEN])
         if flags & EVF_STREAM_BODY:
             # BODY events of this batch and later ones feed the stream; the
             # task runs after the batch, so nothing needs deferring.
@@ -282,6 +297,8 @@ class _Listener:
             scope["state"] = srv.lifespan.state.copy()
         if self.tls:
             scope["extensions"]["tls"] = tls_extension(a, e)
+        if e[FLAGS] & EVF_PROXY:
+            scope["extensions"]["nanosrv.proxy"] = proxy_info(a, e[TLS], e[TLS_LEN])
         cycle = WebSocketCycle(srv, conn, scope)
         task = cycle.task = srv.loop.create_task(cycle.run(srv.app))
         srv.tasks.add(task)

@@ -1,0 +1,2 @@
+-- Hello world: luajit bindings/lua/examples/resty.lua --port 0 bindings/lua/examples/resty/hello.lua
+ngx.say("hello, world")

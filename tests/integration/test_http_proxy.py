@@ -28,7 +28,7 @@ def lap(name):
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from nsvtest import ok, eq, done, echo_server, connect, read_response, request, closed_by_peer, Server  # noqa
-from proxy_upstream import Upstream, proxy, pattern, rss_kib, node_server  # noqa
+from proxy_upstream import Upstream, proxy, pattern, rss_kib, node_server, RSS_ENV  # noqa
 
 up = Upstream()
 px = proxy("http://127.0.0.1:%d" % up.port, "--head-timeout-ms", "2000", "--max-body", str(80 << 20))
@@ -460,7 +460,7 @@ try:
         async with websockets.serve(handler, "127.0.0.1", 0, max_size=None, max_queue=1,
                                     compression=None) as server:
             uport = server.sockets[0].getsockname()[1]
-            pw = proxy("http://127.0.0.1:%d" % uport)
+            pw = proxy("http://127.0.0.1:%d" % uport, env=RSS_ENV)
             try:
                 base = rss_kib(pw.proc.pid)
                 async with websockets.connect("ws://127.0.0.1:%d/ws" % pw.port, max_size=None,

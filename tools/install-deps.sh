@@ -9,7 +9,7 @@ PKGS="build-essential clang libclang-rt-14-dev curl wrk luajit lua5.1 luarocks l
 python3-websockets python3-flask \
 python3-fastapi python3-starlette python3-uvicorn python3-uvloop python3-httptools python3-django \
 python3-django-channels python3-daphne python3-quart python3-multipart python3-h2 python3-httpx \
-python3-aiohttp python3-requests gunicorn python3-hypercorn python3-pip python3-wheel python3-setuptools python3-venv python3-mypy libmbedtls-dev zlib1g-dev openssl iproute2 procps pkg-config abigail-tools \
+python3-aiohttp python3-requests gunicorn python3-hypercorn python3-pip python3-wheel python3-setuptools python3-venv python3-mypy libmbedtls-dev zlib1g-dev openssl iproute2 procps pkg-config abigail-tools libnghttp2-dev nghttp2-client h2o \
 chromium"
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"

@@ -55,7 +55,9 @@ enum nsv_event_flag {
     NSV_EVF_TLS = 32,
     NSV_EVF_EOF = 64,
     NSV_EVF_STREAM_BODY = 128,
-    NSV_EVF_PROXY = 256
+    NSV_EVF_PROXY = 256,
+    NSV_EVF_HTTP2 = 512,
+    NSV_EVF_DEFLATE = 1024
 };
 
 typedef struct nsv_event {
@@ -119,7 +121,25 @@ enum nsv_option {
     NSV_OPT_DRAINING = 36,
     NSV_OPT_METRICS_LATENCY = 37,
     NSV_OPT_ACCESS_LOG = 38,
-    NSV_OPT_SHED = 39
+    NSV_OPT_SHED = 39,
+    NSV_OPT_HTTP2 = 40,
+    NSV_OPT_H2_MAX_STREAMS = 41,
+    NSV_OPT_H2_WINDOW = 42,
+    NSV_OPT_H2_HPACK_TABLE = 43,
+    NSV_OPT_H2_MAX_RESETS = 44,
+    NSV_OPT_TLS_TICKETS = 45,
+    NSV_OPT_TLS_TICKET_LIFETIME_S = 46,
+    NSV_OPT_TLS_SESSION_CACHE = 47,
+    NSV_OPT_WS_DEFLATE = 48,
+    NSV_OPT_WS_DEFLATE_MIN_SIZE = 49,
+    NSV_OPT_WS_DEFLATE_WINDOW_BITS = 50
+};
+
+enum nsv_http2_mode {
+    NSV_H2_TLS = 1,
+    NSV_H2_PRIOR = 2,
+    NSV_H2_UPGRADE = 4,
+    NSV_H2_ALL = 7
 };
 
 enum nsv_str_option {
@@ -192,6 +212,8 @@ const char *nsv_strerror(int err);
 const char *nsv_errname(int err);
 
 int nsv_tls_available(void);
+
+int nsv_http2_available(void);
 
 nsv_server *nsv_server_new(void);
 
@@ -387,7 +409,11 @@ enum nsv_metric {
     NSV_M_LAT_FLUSHED_SUM_US = 48,
     NSV_M_LAT_FLUSHED_COUNT = 49,
     NSV_M_LAT_FLUSHED_BUCKET = 50,
-    NSV_M_COUNT = 66,
+    NSV_M_TLS_RESUMED = 66,
+    NSV_M_H2_CONNS = 67,
+    NSV_M_H2_STREAMS = 68,
+    NSV_M_H2_ABUSE = 69,
+    NSV_M_COUNT = 70,
     NSV_M_LAT_BUCKETS = 16
 };
 

@@ -173,11 +173,14 @@ enum nsv_event_flag {
                               BODY: the last piece of the request body */
     NSV_EVF_STREAM_BODY = 128, /* REQUEST: the body follows in BODY events (see
                               NSV_ROUTE_STREAM_BODY); body_len is 0 here */
-    NSV_EVF_PROXY = 256    /* REQUEST, WS_OPEN, TCP_OPEN: the connection came through a
+    NSV_EVF_PROXY = 256,   /* REQUEST, WS_OPEN, TCP_OPEN: the connection came through a
                               front that sent a PROXY protocol header (listener option
                               NSV_LOPT_PROXY_PROTOCOL); peer and peer_port are the client's
                               from that header, and the event's tls block carries the
                               front's fields (see "PROXY protocol" below). Since 1.4. */
+    NSV_EVF_HTTP2 = 512,   /* REQUEST, BODY: the request is an HTTP/2 stream; conn is the
+                              stream's id (answered as usual, see "HTTP/2"). Since 1.5. */
+    NSV_EVF_DEFLATE = 1024 /* WS_OPEN: permessage-deflate was negotiated. Since 1.5. */
 };
 
 /*
@@ -340,11 +343,54 @@ enum nsv_option {
                                        384 KiB: a record's size is the client's); records past
                                        either are dropped and counted (NSV_M_ACCESS_DROPPED).
                                        Since 1.4. */
-    NSV_OPT_SHED = 39               /* at NSV_OPT_MAX_CONNS: 1 (default) makes room for a new
+    NSV_OPT_SHED = 39,              /* at NSV_OPT_MAX_CONNS: 1 (default) makes room for a new
                                        connection by closing an idle keep-alive connection,
                                        else the one longest inside an unfinished request head
                                        (see "Shedding" at nsv_metrics); 0 refuses the new one
                                        (503 on plain HTTP) as before. Since 1.4. */
+    NSV_OPT_HTTP2 = 40,             /* HTTP/2 (see "HTTP/2" below): NSV_H2_* bits, 0 (default)
+                                       = HTTP/1.1 only. Read by nsv_listen: later listeners
+                                       use the value set then. NSV_ENOTSUP for a non-zero
+                                       value when nsv_http2_available() is 0. Since 1.5. */
+    NSV_OPT_H2_MAX_STREAMS = 41,    /* concurrent streams per HTTP/2 connection
+                                       (SETTINGS_MAX_CONCURRENT_STREAMS), default 100 (1..65535).
+                                       Since 1.5. */
+    NSV_OPT_H2_WINDOW = 42,         /* initial flow-control window of each request stream
+                                       (what a client may send before the host's side reads
+                                       it), default 1048576 (65535..2^31-1). Since 1.5. */
+    NSV_OPT_H2_HPACK_TABLE = 43,    /* HPACK dynamic table size, both directions
+                                       (SETTINGS_HEADER_TABLE_SIZE), default 4096 (0..65536).
+                                       Since 1.5. */
+    NSV_OPT_H2_MAX_RESETS = 44,     /* streams a client may reset (or have refused) per
+                                       second on one connection before it gets GOAWAY
+                                       ENHANCE_YOUR_CALM (rapid reset), default 200 (1..100000).
+                                       Since 1.5. */
+    NSV_OPT_TLS_TICKETS = 45,       /* 1 (default): TLS session tickets (RFC 5077) with keys that
+                                       rotate every NSV_OPT_TLS_TICKET_LIFETIME_S; 0: off.
+                                       Frozen at the first TLS nsv_listen. Since 1.5. */
+    NSV_OPT_TLS_TICKET_LIFETIME_S = 46, /* ticket lifetime and key rotation period in seconds,
+                                       default 3600 (60..86400). Since 1.5. */
+    NSV_OPT_TLS_SESSION_CACHE = 47, /* server-side session cache entries (session-id
+                                       resumption), default 1000; 0: off. Bounded: the oldest
+                                       entry makes room. Since 1.5. */
+    NSV_OPT_WS_DEFLATE = 48,        /* WebSocket permessage-deflate (RFC 7692), negotiated when
+                                       a client offers it: 0 (default) off, 1 on. See
+                                       "permessage-deflate" below. Since 1.5. */
+    NSV_OPT_WS_DEFLATE_MIN_SIZE = 49, /* messages shorter than this are sent uncompressed,
+                                       default 64. Since 1.5. */
+    NSV_OPT_WS_DEFLATE_WINDOW_BITS = 50 /* largest LZ77 window (8..15) the server uses and
+                                       accepts (server_max_window_bits), default 15; smaller
+                                       windows bound memory per connection. Since 1.5. */
+};
+
+/* NSV_OPT_HTTP2 bits. Since 1.5. */
+enum nsv_http2_mode {
+    NSV_H2_TLS = 1,     /* TLS listeners offer "h2" before "http/1.1" by ALPN */
+    NSV_H2_PRIOR = 2,   /* plain HTTP listeners accept h2c with prior knowledge (the
+                           connection starts with the HTTP/2 preface) */
+    NSV_H2_UPGRADE = 4, /* plain HTTP listeners honour "Upgrade: h2c" (RFC 7540 3.2)
+                           on a request without a body */
+    NSV_H2_ALL = 7
 };
 
 /*
@@ -452,6 +498,8 @@ NSV_API const char *nsv_strerror(int err);
 NSV_API const char *nsv_errname(int err);
 /* METHOD: 1 if the build has TLS (mbedTLS), else 0. Since 1.0. */
 NSV_API int nsv_tls_available(void);
+/* METHOD: 1 if the build has HTTP/2 (nghttp2), else 0. Since 1.5. */
+NSV_API int nsv_http2_available(void);
 
 /* ---- server lifecycle ---- */
 
@@ -1281,7 +1329,14 @@ enum nsv_metric {
     NSV_M_LAT_FLUSHED_SUM_US = 48, /* latency to the reply's last byte sent */
     NSV_M_LAT_FLUSHED_COUNT = 49,
     NSV_M_LAT_FLUSHED_BUCKET = 50, /* 50 .. 50 + NSV_M_LAT_BUCKETS - 1 */
-    NSV_M_COUNT = 66,            /* values in this version */
+    NSV_M_TLS_RESUMED = 66,      /* counter: TLS handshakes that resumed a session (ticket or
+                                    cache); also counted in NSV_M_TLS_HANDSHAKES. Since 1.5. */
+    NSV_M_H2_CONNS = 67,         /* counter: connections that switched to HTTP/2. Since 1.5. */
+    NSV_M_H2_STREAMS = 68,       /* counter: HTTP/2 request streams opened. Since 1.5. */
+    NSV_M_H2_ABUSE = 69,         /* counter: HTTP/2 connections ended by a defence (rapid reset,
+                                    CONTINUATION or control-frame flood, header list too large,
+                                    stalled window). Since 1.5. */
+    NSV_M_COUNT = 70,            /* values in this version */
     NSV_M_LAT_BUCKETS = 16
 };
 

@@ -28,7 +28,12 @@ const char *nsv_metric_name(int m)
     case NSV_M_LAT_FLUSHED_SUM_US: return "lat_flushed_sum_us";
     case NSV_M_LAT_FLUSHED_COUNT: return "lat_flushed_count";
     }
-    return m < NSV_M_LAT_FLUSHED_SUM_US ? "lat_queued_bucket" : "lat_flushed_bucket";
+    if (m < NSV_M_LAT_FLUSHED_SUM_US)
+        return "lat_queued_bucket";
+    if (m < NSV_M_LAT_FLUSHED_BUCKET + NSV_M_LAT_BUCKETS)
+        return "lat_flushed_bucket";
+    static const char *const after[] = {"tls_resumed", "h2_conns", "h2_streams", "h2_abuse"};
+    return after[m - NSV_M_TLS_RESUMED];
 }
 
 int64_t nsv_metric_bucket_us(int i)
@@ -191,6 +196,10 @@ static const family families[] = {
     {"draining", GAUGE, NSV_M_DRAINING, 1, NULL, NULL, "1 once a drain started."},
     {"access_records_dropped", COUNTER, NSV_M_ACCESS_DROPPED, 1, NULL, NULL,
      "Access records dropped (queue full)."},
+    {"tls_resumed", COUNTER, NSV_M_TLS_RESUMED, 1, NULL, NULL, "TLS handshakes that resumed a session."},
+    {"http2_connections", COUNTER, NSV_M_H2_CONNS, 1, NULL, NULL, "Connections that switched to HTTP/2."},
+    {"http2_streams", COUNTER, NSV_M_H2_STREAMS, 1, NULL, NULL, "HTTP/2 request streams opened."},
+    {"http2_abuse", COUNTER, NSV_M_H2_ABUSE, 1, NULL, NULL, "HTTP/2 connections ended by a defence."},
 };
 
 static const struct hist {

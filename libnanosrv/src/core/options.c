@@ -52,6 +52,17 @@ static const opt_def opts[] = {
     {NSV_OPT_METRICS_LATENCY, "metrics_latency", F(metrics_latency), 0, 1},
     {NSV_OPT_ACCESS_LOG, "access_log", F(access_log), 0, 1 << 20},
     {NSV_OPT_SHED, "shed", F(shed), 0, 1},
+    {NSV_OPT_HTTP2, "http2", F(http2), 0, NSV_H2_ALL},
+    {NSV_OPT_H2_MAX_STREAMS, "h2_max_streams", F(h2_max_streams), 1, 65535},
+    {NSV_OPT_H2_WINDOW, "h2_window", F(h2_window), 65535, 0x7FFFFFFF},
+    {NSV_OPT_H2_HPACK_TABLE, "h2_hpack_table", F(h2_hpack_table), 0, 65536},
+    {NSV_OPT_H2_MAX_RESETS, "h2_max_resets", F(h2_max_resets), 1, 100000},
+    {NSV_OPT_TLS_TICKETS, "tls_tickets", F(tls_tickets), 0, 1},
+    {NSV_OPT_TLS_TICKET_LIFETIME_S, "tls_ticket_lifetime_s", F(tls_ticket_lifetime_s), 60, 86400},
+    {NSV_OPT_TLS_SESSION_CACHE, "tls_session_cache", F(tls_session_cache), 0, 1 << 20},
+    {NSV_OPT_WS_DEFLATE, "ws_deflate", F(ws_deflate), 0, 1},
+    {NSV_OPT_WS_DEFLATE_MIN_SIZE, "ws_deflate_min_size", F(ws_deflate_min_size), 0, (int64_t)1 << 31},
+    {NSV_OPT_WS_DEFLATE_WINDOW_BITS, "ws_deflate_window_bits", F(ws_deflate_window_bits), 8, 15},
 };
 #undef F
 
@@ -80,6 +91,15 @@ void nsv__options_defaults(nsv_server *s)
     s->http_max_body = (int64_t)1 << 30;
     s->metrics_latency = 1;
     s->shed = 1;
+    s->h2_max_streams = 100;
+    s->h2_window = 1 << 20;
+    s->h2_hpack_table = 4096;
+    s->h2_max_resets = 200;
+    s->tls_tickets = 1;
+    s->tls_ticket_lifetime_s = 3600;
+    s->tls_session_cache = 1000;
+    s->ws_deflate_min_size = 64;
+    s->ws_deflate_window_bits = 15;
     s->gzip_level = 6;        /* zlib's own default: most of level 9's gain at a fraction of its cost */
 }
 
@@ -103,6 +123,12 @@ int nsv_set_int(nsv_server *s, int opt, int64_t v)
     if (v < d->min || v > d->max)
         return nsv__set_detail(s, NSV_ERANGE, "option %s: %lld outside %lld..%lld", d->name,
                                (long long)v, (long long)d->min, (long long)d->max);
+    if (opt == NSV_OPT_HTTP2 && v > 0 && !nsv_http2_available())
+        return nsv__set_detail(s, NSV_ENOTSUP, "option http2: this libnanosrv was built without nghttp2 "
+                               "(install libnghttp2-dev and rebuild)");
+    if (opt == NSV_OPT_WS_DEFLATE && v > 0 && !nsv__gzip_available())
+        return nsv__set_detail(s, NSV_ENOTSUP, "option ws_deflate: this libnanosrv was built without zlib "
+                               "(install zlib1g-dev and rebuild)");
     if (opt == NSV_OPT_GZIP_MIN_SIZE && v > 0 && !nsv__gzip_available())
         return nsv__set_detail(s, NSV_ENOTSUP, "option gzip_min_size: this libnanosrv was built without zlib "
                                "(install zlib1g-dev and rebuild)");

@@ -23,3 +23,12 @@ int nsv_tls_available(void)
     return 0;
 #endif
 }
+
+int nsv_http2_available(void)
+{
+#ifdef NSV_WITH_NGHTTP2
+    return 1;
+#else
+    return 0;
+#endif
+}

@@ -355,7 +355,9 @@ static int64_t connect_start(nsv__loop *l, const char *url, size_t len, int32_t 
     c->listener = 0xFFFF;
     c->high_water = (uint32_t)s->tcp_high_water;
     c->low_water = (uint32_t)s->tcp_low_water;
-    c->deadline = l->now + s->connect_timeout_ms;
+    /* A host call, maybe long after this loop's last turn: its timeout
+     * counts from now, not from the turn's cached clock. */
+    c->deadline = nsv_millis() + s->connect_timeout_ms;
     if (origin >= 0) {
         c->httpc = 1;
         c->seen = 0; /* its request hears of it, the host does not */
@@ -503,7 +505,7 @@ int nsv__tcp_tls_upgrade(nsv__loop *l, nsv__conn *c, const char *name, size_t le
     /* The handshake is bounded like a connect; the idle clock takes over
      * again in tls_connected. */
     c->await_tls = 1;
-    c->deadline = l->now + s->connect_timeout_ms;
+    c->deadline = nsv_millis() + s->connect_timeout_ms; /* from the call, as in nsv_connect */
     nsv__conn_set_events(l, c, 1, 0);
     if (nsv__tls_handshake(l, c) == 2) /* < 0: ERROR and CLOSE are queued */
         tls_connected(l, c);

@@ -86,6 +86,7 @@ typedef struct tls_sess {
 } tls_sess;
 
 static const char *alpn_http[] = {"http/1.1", NULL};
+static const char *alpn_h2[] = {"h2", "http/1.1", NULL}; /* NSV_OPT_HTTP2 has NSV_H2_TLS */
 
 #if MBEDTLS_VERSION_NUMBER < 0x03000000
 /* mbedTLS 2.x picks the ECDHE curve in the client's order, and its X25519
@@ -382,7 +383,7 @@ static int build_server(nsv_server *s, tls_loop *tl, const tls_opts *o)
                                                       : MBEDTLS_SSL_VERIFY_NONE);
         mbedtls_ssl_conf_sni(conf, on_sni, NULL);
     }
-    if ((r = mbedtls_ssl_conf_alpn_protocols(&sd->conf, alpn_http)) != 0)
+    if ((r = mbedtls_ssl_conf_alpn_protocols(&sd->conf, (s->http2 & NSV_H2_TLS) ? alpn_h2 : alpn_http)) != 0)
         return tls_error(s, r, "ALPN");
     return NSV_OK;
 }
@@ -940,6 +941,12 @@ void nsv__tls_free(nsv__loop *l, nsv__conn *c)
     mbedtls_ssl_free(&t->ssl);
     nsv__free(&l->srv->alloc, t);
     c->tls = NULL;
+}
+
+const char *nsv__tls_alpn(const nsv__conn *c)
+{
+    const tls_sess *t = c->tls;
+    return t && t->done ? mbedtls_ssl_get_alpn_protocol(&t->ssl) : NULL;
 }
 
 uint32_t nsv__tls_info_len(const nsv__conn *c)

@@ -79,6 +79,8 @@ void nsv__tls_run_pending(nsv__loop *l, nsv__tls_event_fn fn);
 
 /* Event block "sni\0peer_subject\0" of a TLS connection: its length (0 for
  * plain connections) and a writer that returns the bytes written. */
+/* The protocol ALPN chose once the handshake is done ("h2", "http/1.1"), or NULL. */
+const char *nsv__tls_alpn(const nsv__conn *c);
 uint32_t nsv__tls_info_len(const nsv__conn *c);
 uint32_t nsv__tls_info_put(const nsv__conn *c, char *dst);
 
@@ -111,6 +113,7 @@ static inline int nsv__tls_handshake(nsv__loop *l, nsv__conn *c) { (void)l, (voi
 static inline void nsv__tls_free(nsv__loop *l, nsv__conn *c) { (void)l, (void)c; }
 static inline int nsv__tls_has_ready(nsv__loop *l) { (void)l; return 0; }
 static inline void nsv__tls_run_pending(nsv__loop *l, nsv__tls_event_fn fn) { (void)l, (void)fn; }
+static inline const char *nsv__tls_alpn(const nsv__conn *c) { (void)c; return NULL; }
 static inline uint32_t nsv__tls_info_len(const nsv__conn *c) { (void)c; return 0; }
 static inline uint32_t nsv__tls_info_put(const nsv__conn *c, char *dst) { (void)c, (void)dst; return 0; }
 

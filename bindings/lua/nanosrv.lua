@@ -9,7 +9,7 @@
 local ffi = require("ffi")
 local bit = require("bit")
 
-local M = { _VERSION = "1.4.0" }
+local M = { _VERSION = "1.5.0" }
 
 ---------------------------------------------------------------------------
 -- Loading: declarations from the shared cdef file, then the shared object.

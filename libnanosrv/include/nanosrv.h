@@ -84,11 +84,11 @@
 #endif
 
 #define NSV_VERSION_MAJOR 1
-#define NSV_VERSION_MINOR 4
+#define NSV_VERSION_MINOR 5
 #define NSV_VERSION_PATCH 0
 /* MAJOR*10000 + MINOR*100 + PATCH */
-#define NSV_VERSION_NUMBER 10400
-#define NSV_VERSION_STRING "1.4.0"
+#define NSV_VERSION_NUMBER 10500
+#define NSV_VERSION_STRING "1.5.0"
 /* Bumped only when the ABI breaks; equals the SONAME major. */
 #define NSV_ABI_VERSION 1
 
@@ -486,7 +486,7 @@ typedef struct nsv_url {
 
 /* METHOD: NSV_VERSION_NUMBER of the loaded library. Since 1.0. */
 NSV_API uint32_t nsv_version(void);
-/* METHOD: version text, e.g. "1.4.0". Static storage. Since 1.0. */
+/* METHOD: version text, e.g. "1.5.0". Static storage. Since 1.0. */
 NSV_API const char *nsv_version_string(void);
 /* METHOD: NSV_ABI_VERSION of the loaded library. Bindings refuse a mismatch. Since 1.0. */
 NSV_API int nsv_abi_version(void);

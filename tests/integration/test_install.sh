@@ -15,7 +15,7 @@ t() { n=$((n+1)); if (eval "$2") >"$tmp/out" 2>&1; then echo "ok $n - $1"; else 
 P=$tmp/p
 t "make install" "make -s BUILD=$B SAN= install PREFIX=$P"
 t "header installed" "test -f $P/include/nanosrv.h"
-t "shared object and links" "test -f $P/lib/libnanosrv.so.1.4.0 && test -L $P/lib/libnanosrv.so.1 && test -L $P/lib/libnanosrv.so"
+t "shared object and links" "test -f $P/lib/libnanosrv.so.1.5.0 && test -L $P/lib/libnanosrv.so.1 && test -L $P/lib/libnanosrv.so"
 t "static archive" "test -f $P/lib/libnanosrv.a"
 t "pkg-config file names the prefix" "grep -q 'prefix=$P' $P/lib/pkgconfig/nanosrv.pc"
 t "pkg-config file of a non-system prefix carries an rpath" \

@@ -25,7 +25,7 @@ test('utilities (default backend)', () => {
   assert.strictEqual(nanosrv.jsonInteger(doc, '$.a.b[0]'), 1);
   assert.strictEqual(nanosrv.jsonBoolean(doc, '$.t'), true);
   assert.throws(() => nanosrv.jsonString('{bad', '$.a'), { code: 'NSV_EPARSE' });
-  assert.strictEqual(nanosrv.version(), '1.4.0');
+  assert.strictEqual(nanosrv.version(), '1.5.0');
   assert.strictEqual(nanosrv.abiVersion(), 1);
   assert.strictEqual(typeof nanosrv.tlsAvailable(), 'boolean');
   assert.ok(nanosrv.millis() > 0);

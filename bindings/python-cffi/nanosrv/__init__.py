@@ -26,7 +26,7 @@ from .stream import BodyStream
 from .util import (LogLevel, Url, base64_decode, base64_decode_bytes, base64_encode, base64_encode_bytes,
                    get_log_level, millis, set_log_level, tls_available, url_decode, url_decode_bytes, url_encode, version)
 
-__version__ = "1.4.0"
+__version__ = "1.5.0"
 
 
 def websocket_available() -> bool:

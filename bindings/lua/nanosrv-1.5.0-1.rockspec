@@ -19,7 +19,7 @@
 -- (With the archive hosted at an https:// URL, that URL goes into
 -- source.url instead and `luarocks upload` packs the rock itself.)
 package = "nanosrv"
-version = "1.4.0-1"
+version = "1.5.0-1"
 source = {
    -- The archive inside the source rock (see Publish above).
    url = "file://nanosrv-src.tar.gz",

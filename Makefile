@@ -96,6 +96,42 @@ else
   ZLIB_MSG := libnanosrv: gzip disabled$(if $(filter :%,$(ZLIB_WHY)),, )$(ZLIB_WHY)
 endif
 
+# Optional HTTP/2 (nghttp2), detected the same way by tools/detect-nghttp2.sh
+# once it is asked for. The session layer (libnanosrv/src/h2/) does not serve
+# streams yet, so a plain `make` builds without it (NSV_OPT_HTTP2 answers
+# NSV_ENOTSUP); `make HTTP2=auto` detects and links nghttp2, `make HTTP2=nghttp2`
+# insists on it. Switch the default to detection when h2/ serves requests.
+HTTP2 ?=
+ifeq ($(HTTP2),auto)
+  ifneq ($(TLS_DETECT),skip)
+    H2_DETECT := $(shell CC='$(CC)' PKG_CONFIG='$(PKG_CONFIG)' sh tools/detect-nghttp2.sh)
+  endif
+  override HTTP2 := $(if $(filter pkg-config compile,$(H2_DETECT)),nghttp2)
+  ifneq ($(HTTP2),)
+    H2_WHY := (found through $(if $(filter compile,$(H2_DETECT)),a compile test,pkg-config))
+  else
+    H2_WHY := : nghttp2 (with its stream reset and CONTINUATION limits) not found; install libnghttp2-dev and run make again
+  endif
+else ifeq ($(HTTP2),)
+  H2_WHY := (not built by default yet; make HTTP2=auto builds it in)
+else
+  H2_DETECT := $(shell CC='$(CC)' PKG_CONFIG='$(PKG_CONFIG)' sh tools/detect-nghttp2.sh)
+  H2_WHY := (HTTP2=$(HTTP2) given to make)
+endif
+ifeq ($(HTTP2),nghttp2)
+  ifeq ($(H2_DETECT),pkg-config)
+    H2_CFLAGS := $(shell $(PKG_CONFIG) --cflags libnghttp2)
+    H2_LIBS   := $(shell $(PKG_CONFIG) --libs libnghttp2)
+  else
+    H2_LIBS   := -lnghttp2
+  endif
+  CFLAGS += -DNSV_WITH_NGHTTP2 $(H2_CFLAGS)
+  LIBS   += $(H2_LIBS)
+  H2_MSG := libnanosrv: HTTP/2 (nghttp2) enabled $(H2_WHY)
+else
+  H2_MSG := libnanosrv: HTTP/2 disabled$(if $(filter :%,$(H2_WHY)),, )$(H2_WHY)
+endif
+
 SRCS   := $(sort $(wildcard libnanosrv/src/*/*.c))
 OBJS   := $(SRCS:%.c=$(BUILD)/obj/%.o)
 SONAME := libnanosrv.so.$(MAJOR)
@@ -125,13 +161,15 @@ tests: $(UNITS) $(ITESTS) $(REPLAYS)
 # whether TLS is in the build. $(BUILD)/sources lists the library's objects, so
 # that removing or renaming a source file relinks the library.
 CONFIG_LINES = 'CC=$(CC)' 'OPT=$(OPT)' 'SAN=$(SAN)' 'TLS=$(TLS)' 'TLS_CFLAGS=$(TLS_CFLAGS)' 'TLS_LIBS=$(TLS_LIBS)' \
-               'ZLIB=$(ZLIB)' 'ZLIB_CFLAGS=$(ZLIB_CFLAGS)' 'ZLIB_LIBS=$(ZLIB_LIBS)'
+               'ZLIB=$(ZLIB)' 'ZLIB_CFLAGS=$(ZLIB_CFLAGS)' 'ZLIB_LIBS=$(ZLIB_LIBS)' \
+               'HTTP2=$(HTTP2)' 'H2_CFLAGS=$(H2_CFLAGS)' 'H2_LIBS=$(H2_LIBS)'
 $(BUILD)/config: FORCE
 	@mkdir -p $(@D)
 	@printf '%s\n' $(CONFIG_LINES) > $@.tmp
 	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
 	@echo "$(TLS_MSG)"
 	@echo "$(ZLIB_MSG)"
+	@echo "$(H2_MSG)"
 $(BUILD)/sources: FORCE
 	@mkdir -p $(@D)
 	@printf '%s\n' $(OBJS) > $@.tmp

@@ -23,7 +23,8 @@ ALLOWED = {
     "router": set(),
     "http": {"loop", "tls", "router"},   # http/ and ws/: WebSocket is HTTP's upgrade
     "net": {"loop", "tls"},
-    "core": {"loop", "tls", "router", "http", "net"},
+    "h2": {"loop", "tls", "http", "router"},  # HTTP/2 sessions: streams are HTTP/1 virtual connections
+    "core": {"loop", "tls", "router", "http", "net", "h2"},
 }
 # The one type-only include of a higher layer: the chunked decoder state an
 # HTTP connection keeps in its record (loop/loop.h). No http/ function is called.

@@ -28,6 +28,7 @@ typedef struct nsv__ws {
     uint8_t close_told;  /* the host got its WS_CLOSE event */
     uint8_t client;      /* our end is the client: frames out masked, frames in unmasked */
     uint8_t rng_pos;     /* client: bytes of rng used (sizeof rng: refill) */
+    uint16_t fail_code;  /* a violation was read: the close code sent at the next turn */
     int64_t next_ping;
     nsv__buf msgbuf;     /* message assembled from pieces or fragments */
     uint8_t rng[128];    /* client: random bytes for masking keys, from getrandom */
@@ -235,6 +236,23 @@ static void fail(nsv__loop *l, nsv__conn *c, int code)
     nsv__conn_mark_dirty(l, c);
 }
 
+/* A violation in what was read. Events for the legal frames before it are
+ * queued already, and the host must be able to answer them before the
+ * connection fails (replies first, then the close frame): so reading stops
+ * here, the rest is dropped, and fail() runs at the next turn (on_dirty),
+ * which is the host's next nsv_poll, or the loop iteration after its
+ * callbacks ran. Returns -1 for process(). */
+static long fail_soon(nsv__loop *l, nsv__conn *c, int code)
+{
+    nsv__ws *ws = c->ws;
+    if (!ws->fail_code)
+        ws->fail_code = (uint16_t)code;
+    if (c->reading)
+        nsv__conn_set_events(l, c, 0, c->writing);
+    nsv__loop_defer(l, c);
+    return -1;
+}
+
 static void on_control(nsv__loop *l, nsv__conn *c, int op, uint8_t *p, size_t n)
 {
     nsv__ws *ws = c->ws;
@@ -255,7 +273,7 @@ static void on_control(nsv__loop *l, nsv__conn *c, int op, uint8_t *p, size_t n)
     uint16_t code = 0;
     int r = nsv__ws_check_close(p, n, &code);
     if (r < 0) {
-        fail(l, c, -r);
+        fail_soon(l, c, -r);
         return;
     }
     ws->close_recv = 1;
@@ -285,14 +303,14 @@ static long process(nsv__loop *l, nsv__conn *c, uint8_t *p, size_t len)
 {
     nsv__ws *ws = c->ws;
     size_t used = 0;
-    while (used < len && live(c) && !ws->close_recv) {
+    while (used < len && live(c) && !ws->close_recv && !ws->fail_code) {
         if (!ws->in_frame) {
             int h = ws->client ? nsv__ws_parse_server_header(p + used, len - used, &ws->f)
                                : nsv__ws_parse_header(p + used, len - used, &ws->f);
             if (h == 0)
                 break;
             if (h < 0)
-                return fail(l, c, -h), -1;
+                return fail_soon(l, c, -h);
             if (ws->f.opcode & 8) {
                 if (len - used < h + ws->f.len)
                     break; /* control frames are handled whole (<= 125 bytes) */
@@ -301,11 +319,13 @@ static long process(nsv__loop *l, nsv__conn *c, uint8_t *p, size_t len)
                     nsv__ws_unmask(pl, (size_t)ws->f.len, ws->f.key, 0);
                 used += h + (size_t)ws->f.len;
                 on_control(l, c, ws->f.opcode, pl, (size_t)ws->f.len);
+                if (ws->fail_code)
+                    return -1;
                 continue;
             }
             int op = nsv__ws_msg_frame(&ws->msg, &ws->f);
             if (op < 0)
-                return fail(l, c, -op), -1;
+                return fail_soon(l, c, -op);
             used += (size_t)h;
             ws->in_frame = 1;
             ws->fpos = 0;
@@ -317,7 +337,7 @@ static long process(nsv__loop *l, nsv__conn *c, uint8_t *p, size_t len)
             nsv__ws_unmask(pl, n, ws->f.key, (size_t)ws->fpos);
         int r = nsv__ws_msg_data(&ws->msg, pl, n);
         if (r < 0)
-            return fail(l, c, -r), -1;
+            return fail_soon(l, c, -r);
         uint8_t opcode = ws->msg.opcode;
         int whole = ws->fpos == 0 && n == ws->f.len && ws->f.fin && ws->msgbuf.len == 0;
         /* Room for the whole frame at once: one allocation, not a doubling chain. */
@@ -332,7 +352,7 @@ static long process(nsv__loop *l, nsv__conn *c, uint8_t *p, size_t len)
         ws->in_frame = 0;
         r = nsv__ws_msg_frame_end(&ws->msg);
         if (r < 0)
-            return fail(l, c, -r), -1;
+            return fail_soon(l, c, -r);
         if (r == 1) {
             NSV__COUNT(l, NSV_M_WS_MESSAGES_IN);
             if (whole) {
@@ -351,7 +371,8 @@ static long process(nsv__loop *l, nsv__conn *c, uint8_t *p, size_t len)
  * back up (loop.c), so echoing hosts never meet NSV_EAGAIN from it. */
 static void on_readable(nsv__loop *l, nsv__conn *c)
 {
-    if (c->paused) { /* nsv_pause_read: what was read waits in `in` */
+    if (c->paused || c->ws->fail_code) { /* nsv_pause_read: what was read waits in `in`;
+                                            a violation: nothing more is read */
         nsv__conn_set_events(l, c, 0, c->writing);
         return;
     }
@@ -521,6 +542,11 @@ static void on_flushed(nsv__loop *l, nsv__conn *c)
 /* Frames that came right behind the handshake wait in c->in. */
 static int on_dirty(nsv__loop *l, nsv__conn *c)
 {
+    if (live(c) && c->ws->fail_code) {
+        if (!c->on_held) /* the turn after the violation came (fail_soon) */
+            fail(l, c, c->ws->fail_code);
+        return 0;
+    }
     if (live(c) && c->in.len > c->in.off)
         on_readable(l, c);
     return 0;

@@ -366,13 +366,19 @@ enum nsv_option {
                                        ENHANCE_YOUR_CALM (rapid reset), default 200 (1..100000).
                                        Since 1.5. */
     NSV_OPT_TLS_TICKETS = 45,       /* 1 (default): TLS session tickets (RFC 5077) with keys that
-                                       rotate every NSV_OPT_TLS_TICKET_LIFETIME_S; 0: off.
-                                       Frozen at the first TLS nsv_listen. Since 1.5. */
+                                       rotate every NSV_OPT_TLS_TICKET_LIFETIME_S (a ticket is
+                                       accepted for up to one lifetime); 0: off. One key set
+                                       and one cache serve every worker of a sharded server.
+                                       This and the next two are read at the first TLS
+                                       nsv_listen; later changes have no effect. TLS 1.2 only:
+                                       the mbedTLS 2.28 server has no TLS 1.3. Since 1.5. */
     NSV_OPT_TLS_TICKET_LIFETIME_S = 46, /* ticket lifetime and key rotation period in seconds,
                                        default 3600 (60..86400). Since 1.5. */
     NSV_OPT_TLS_SESSION_CACHE = 47, /* server-side session cache entries (session-id
-                                       resumption), default 1000; 0: off. Bounded: the oldest
-                                       entry makes room. Since 1.5. */
+                                       resumption), default 1000; 0: off. Bounded: when full,
+                                       an expired entry, else the one stored longest ago (to
+                                       the second) makes room; lookups scan it, so keep it in
+                                       the thousands. Since 1.5. */
     NSV_OPT_WS_DEFLATE = 48,        /* WebSocket permessage-deflate (RFC 7692), negotiated when
                                        a client offers it: 0 (default) off, 1 on. See
                                        "permessage-deflate" below. Since 1.5. */

@@ -13,6 +13,8 @@
 #include <mbedtls/pk.h>
 #include <mbedtls/platform_util.h>
 #include <mbedtls/ssl.h>
+#include <mbedtls/ssl_cache.h>
+#include <mbedtls/ssl_ticket.h>
 #include <mbedtls/x509_crt.h>
 #if MBEDTLS_VERSION_NUMBER >= 0x03000000 && defined(MBEDTLS_PSA_CRYPTO_C)
 #include <psa/crypto.h>
@@ -33,6 +35,22 @@
 #define MAX_PEM (8u << 20) /* a system CA bundle is ~200 KiB */
 #define SYSTEM_CA "/etc/ssl/certs/ca-certificates.crt"
 
+/* ---- session resumption (per server) ---- */
+
+/* One ticket key context and one session cache for the whole server, so a
+ * client resumes whichever worker its next connection lands on. Every loop's
+ * configuration points at them. Each has its own mutex: mbedTLS locks them
+ * itself only when built with MBEDTLS_THREADING_C (Debian's is), and the
+ * ticket context calls the shared random generator when it rotates keys. */
+typedef struct tls_resume {
+    pthread_mutex_t ticket_lock, cache_lock;
+    mbedtls_entropy_context entropy;
+    mbedtls_ctr_drbg_context drbg;
+    mbedtls_ssl_ticket_context ticket;
+    mbedtls_ssl_cache_context cache;
+    int tickets, cache_on;
+} tls_resume;
+
 /* ---- option strings (per server) ---- */
 
 /* _FILE options are read when set, so every loop parses the same bytes
@@ -46,7 +64,10 @@ typedef struct tls_opts {
     int server_frozen;      /* a TLS listener parsed them */
     int verify_client;      /* NSV_OPT_TLS_VERIFY_CLIENT as it was then */
     int client_frozen;      /* an outbound session parsed them */
+    tls_resume *res;        /* NULL: tickets and cache both off */
 } tls_opts;
+
+static void resume_free(nsv_server *s, tls_resume *rs);
 
 /* ---- per-loop mbedTLS objects ---- */
 
@@ -77,6 +98,7 @@ typedef struct tls_sess {
     uint8_t queued;          /* on the loop's pending list */
     uint8_t client;
     uint8_t corked;          /* handshake bytes held back with MSG_MORE */
+    uint8_t resumed;         /* server: a ticket or cached session was accepted */
     uint32_t wlen;           /* length of a write mbedTLS holds after WANT_WRITE */
     uint16_t sni_len, subj_len;
     uint8_t ip_len;          /* client to an IP address: 4 or 16, else 0 */
@@ -288,6 +310,7 @@ void nsv__tls_server_free(nsv_server *s)
         return;
     for (int i = 0; i < NSTR; i++)
         opt_clear(s, o, i);
+    resume_free(s, o->res);
     pthread_mutex_destroy(&o->lock);
     nsv__free(&s->alloc, o);
     s->tls = NULL;
@@ -338,6 +361,143 @@ static int on_sni(void *p, mbedtls_ssl_context *ssl, const unsigned char *name, 
     return 0;
 }
 
+/* ---- session resumption ---- */
+
+/* The session whose handshake this thread is driving: the ticket and cache
+ * callbacks get no SSL context, so they mark the session through this. */
+static _Thread_local tls_sess *hs_cur;
+
+static int ticket_write(void *p, const mbedtls_ssl_session *sess, unsigned char *start,
+                        const unsigned char *end, size_t *tlen, uint32_t *lifetime)
+{
+    tls_resume *rs = p;
+    pthread_mutex_lock(&rs->ticket_lock);
+    int r = mbedtls_ssl_ticket_write(&rs->ticket, sess, start, end, tlen, lifetime);
+    pthread_mutex_unlock(&rs->ticket_lock);
+    return r;
+}
+
+/* Success here means mbedTLS resumes: it sets handshake->resume right after. */
+static int ticket_parse(void *p, mbedtls_ssl_session *sess, unsigned char *buf, size_t len)
+{
+    tls_resume *rs = p;
+    pthread_mutex_lock(&rs->ticket_lock);
+    int r = mbedtls_ssl_ticket_parse(&rs->ticket, sess, buf, len);
+    pthread_mutex_unlock(&rs->ticket_lock);
+    if (r == 0 && hs_cur)
+        hs_cur->resumed = 1;
+    return r;
+}
+
+#if MBEDTLS_VERSION_NUMBER < 0x03000000
+/* 2.x resumes a cached session only if the suite negotiated for this
+ * ClientHello matches the cached one: check the same before counting. */
+static int cache_get(void *p, mbedtls_ssl_session *sess)
+{
+    tls_resume *rs = p;
+    pthread_mutex_lock(&rs->cache_lock);
+    int r = mbedtls_ssl_cache_get(&rs->cache, sess);
+    pthread_mutex_unlock(&rs->cache_lock);
+    const mbedtls_ssl_session *neg = hs_cur ? hs_cur->ssl.session_negotiate : NULL;
+    if (r == 0 && neg && neg->ciphersuite == sess->ciphersuite && neg->compression == sess->compression)
+        hs_cur->resumed = 1;
+    return r;
+}
+
+static int cache_set(void *p, const mbedtls_ssl_session *sess)
+{
+    tls_resume *rs = p;
+    pthread_mutex_lock(&rs->cache_lock);
+    int r = mbedtls_ssl_cache_set(&rs->cache, sess);
+    pthread_mutex_unlock(&rs->cache_lock);
+    return r;
+}
+#else
+static int cache_get(void *p, unsigned char const *id, size_t id_len, mbedtls_ssl_session *sess)
+{
+    tls_resume *rs = p;
+    pthread_mutex_lock(&rs->cache_lock);
+    int r = mbedtls_ssl_cache_get(&rs->cache, id, id_len, sess);
+    pthread_mutex_unlock(&rs->cache_lock);
+    if (r == 0 && hs_cur)
+        hs_cur->resumed = 1;
+    return r;
+}
+
+static int cache_set(void *p, unsigned char const *id, size_t id_len, const mbedtls_ssl_session *sess)
+{
+    tls_resume *rs = p;
+    pthread_mutex_lock(&rs->cache_lock);
+    int r = mbedtls_ssl_cache_set(&rs->cache, id, id_len, sess);
+    pthread_mutex_unlock(&rs->cache_lock);
+    return r;
+}
+#endif
+
+static void resume_free(nsv_server *s, tls_resume *rs)
+{
+    if (!rs)
+        return;
+    mbedtls_ssl_ticket_free(&rs->ticket);
+    mbedtls_ssl_cache_free(&rs->cache);
+    mbedtls_ctr_drbg_free(&rs->drbg);
+    mbedtls_entropy_free(&rs->entropy);
+    pthread_mutex_destroy(&rs->ticket_lock);
+    pthread_mutex_destroy(&rs->cache_lock);
+    nsv__free(&s->alloc, rs);
+}
+
+/* From the options as they are at the first TLS nsv_listen. *out stays
+ * NULL when tickets and cache are both off. */
+static int resume_create(nsv_server *s, tls_resume **out)
+{
+    *out = NULL;
+    int tickets = s->tls_tickets != 0, cache_on = s->tls_session_cache > 0;
+    if (!tickets && !cache_on)
+        return NSV_OK;
+    tls_resume *rs = nsv__calloc(&s->alloc, sizeof *rs);
+    if (!rs)
+        return nsv__set_detail(s, NSV_ENOMEM, "no memory for the TLS session state");
+    pthread_mutex_init(&rs->ticket_lock, NULL);
+    pthread_mutex_init(&rs->cache_lock, NULL);
+    mbedtls_entropy_init(&rs->entropy);
+    mbedtls_ctr_drbg_init(&rs->drbg);
+    mbedtls_ssl_ticket_init(&rs->ticket);
+    mbedtls_ssl_cache_init(&rs->cache);
+    static const unsigned char pers[] = "libnanosrv tickets";
+    int r = mbedtls_ctr_drbg_seed(&rs->drbg, mbedtls_entropy_func, &rs->entropy, pers, sizeof pers - 1);
+    if (r) {
+        resume_free(s, rs);
+        return tls_error(s, r, "random generator");
+    }
+    /* Keys rotate every lifetime; the previous key still decrypts, so a
+     * ticket is accepted for up to one lifetime whenever it was issued. */
+    uint32_t life = (uint32_t)s->tls_ticket_lifetime_s;
+    if (tickets && (r = mbedtls_ssl_ticket_setup(&rs->ticket, mbedtls_ctr_drbg_random, &rs->drbg,
+                                                  MBEDTLS_CIPHER_AES_256_GCM, life)) != 0) {
+        resume_free(s, rs);
+        return tls_error(s, r, "session ticket keys");
+    }
+    if (cache_on) {
+        mbedtls_ssl_cache_set_max_entries(&rs->cache, (int)s->tls_session_cache);
+        mbedtls_ssl_cache_set_timeout(&rs->cache, (int)life);
+    }
+    rs->tickets = tickets;
+    rs->cache_on = cache_on;
+    *out = rs;
+    return NSV_OK;
+}
+
+static void resume_conf(mbedtls_ssl_config *conf, tls_resume *rs)
+{
+    if (!rs)
+        return;
+    if (rs->tickets)
+        mbedtls_ssl_conf_session_tickets_cb(conf, ticket_write, ticket_parse, rs);
+    if (rs->cache_on)
+        mbedtls_ssl_conf_session_cache(conf, rs, cache_get, cache_set);
+}
+
 /* Server side: chain, key, optional client CA; caller holds o->lock. */
 static int build_server(nsv_server *s, tls_loop *tl, const tls_opts *o)
 {
@@ -382,6 +542,7 @@ static int build_server(nsv_server *s, tls_loop *tl, const tls_opts *o)
                                         : verify == 1 ? MBEDTLS_SSL_VERIFY_OPTIONAL
                                                       : MBEDTLS_SSL_VERIFY_NONE);
         mbedtls_ssl_conf_sni(conf, on_sni, NULL);
+        resume_conf(conf, o->res);
     }
     if ((r = mbedtls_ssl_conf_alpn_protocols(&sd->conf, (s->http2 & NSV_H2_TLS) ? alpn_h2 : alpn_http)) != 0)
         return tls_error(s, r, "ALPN");
@@ -480,10 +641,17 @@ int nsv__tls_server_init(nsv_server *s)
     int r = NSV_OK;
     if (!o->server_frozen) {
         o->verify_client = (int)s->tls_verify_client; /* loops build from this snapshot */
-        tls_loop *tmp = loop_tls_create(s);
-        r = tmp ? build_server(s, tmp, o) : NSV_ETLS;
+        tls_loop *tmp = NULL;
+        if ((r = resume_create(s, &o->res)) == NSV_OK) {
+            tmp = loop_tls_create(s);
+            r = tmp ? build_server(s, tmp, o) : NSV_ETLS;
+        }
         if (tmp)
             loop_tls_destroy(s, tmp);
+        if (r != NSV_OK) { /* nsv_listen may be called again after a fix */
+            resume_free(s, o->res);
+            o->res = NULL;
+        }
         o->server_frozen = r == NSV_OK;
     }
     pthread_mutex_unlock(&o->lock);
@@ -692,8 +860,11 @@ int nsv__tls_client_start(nsv__loop *l, nsv__conn *c, const char *host, size_t h
 static void established(nsv__loop *l, nsv__conn *c, tls_sess *t)
 {
     t->done = 1;
-    if (!t->client)
+    if (!t->client) {
         NSV__COUNT(l, NSV_M_TLS_HANDSHAKES);
+        if (t->resumed)
+            NSV__COUNT(l, NSV_M_TLS_RESUMED);
+    }
     const mbedtls_x509_crt *peer = t->client ? NULL : mbedtls_ssl_get_peer_cert(&t->ssl);
     if (peer && mbedtls_ssl_get_verify_result(&t->ssl) == 0) {
         int n = mbedtls_x509_dn_gets(t->subj, sizeof t->subj, &peer->subject);
@@ -710,7 +881,9 @@ static void established(nsv__loop *l, nsv__conn *c, tls_sess *t)
 static int hs_step(nsv__loop *l, nsv__conn *c, tls_sess *t)
 {
     for (;;) {
+        hs_cur = t;
         int r = mbedtls_ssl_handshake(&t->ssl);
+        hs_cur = NULL;
         if (r == 0 || r == MBEDTLS_ERR_SSL_WANT_READ)
             uncork(t); /* the flight is complete: the peer must answer it */
         if (r == 0) {

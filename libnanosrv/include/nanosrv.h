@@ -380,8 +380,10 @@ enum nsv_option {
                                        the second) makes room; lookups scan it, so keep it in
                                        the thousands. Since 1.5. */
     NSV_OPT_WS_DEFLATE = 48,        /* WebSocket permessage-deflate (RFC 7692), negotiated when
-                                       a client offers it: 0 (default) off, 1 on. See
-                                       "permessage-deflate" below. Since 1.5. */
+                                       a client offers it: 0 (default) off, 1 on. Reserved:
+                                       1.5.0 does not implement it yet and answers 1 with
+                                       NSV_ENOTSUP; the two options below are stored and
+                                       unused until then. Since 1.5. */
     NSV_OPT_WS_DEFLATE_MIN_SIZE = 49, /* messages shorter than this are sent uncompressed,
                                        default 64. Since 1.5. */
     NSV_OPT_WS_DEFLATE_WINDOW_BITS = 50 /* largest LZ77 window (8..15) the server uses and

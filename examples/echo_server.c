@@ -285,7 +285,7 @@ static const char usage[] =
     "       [--max-body N] [--max-header-bytes N] [--gzip MIN] [--shed 0|1]\n"
     "       [--cert FILE --key FILE [--ca FILE | --ca-optional FILE]]\n"
     "       [--static DIR] [--proxy-protocol] [--proxy-from CIDRS] [--allow CIDRS] [--deny CIDRS]\n"
-    "       [--access-log common|combined|json] [--drain-ms N] [--no-metrics-latency]\n"
+    "       [--access-log common|combined|json] [--drain-ms N] [--no-metrics-latency] [--no-http2]\n"
     "Without --port or --listen-fd it serves the sockets of systemd socket activation\n"
     "(LISTEN_FDS) when there are some, else port 8080.\n";
 
@@ -309,7 +309,7 @@ static int set_edge(int lid, int proxy, const char *lists[3])
 int main(int argc, char **argv)
 {
     int port = 8080, threads = 0, routes = 0, callback = 0, verify = 0, handoff = 0;
-    int port_given = 0, listen_fd = -1, proxy = 0, reuseport = 0, no_latency = 0;
+    int port_given = 0, listen_fd = -1, proxy = 0, reuseport = 0, no_latency = 0, no_http2 = 0;
     const char *cert = NULL, *key = NULL, *ca = NULL, *static_dir = NULL;
     const char *lists[3] = {NULL, NULL, NULL}; /* --proxy-from, --allow, --deny */
     struct { const char *flag, *opt, *val; } opts[] = {
@@ -339,6 +339,10 @@ int main(int argc, char **argv)
         }
         if (!strcmp(argv[i], "--no-metrics-latency")) {
             no_latency = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--no-http2")) {
+            no_http2 = 1;
             continue;
         }
         if (v && !strcmp(argv[i], "--port")) port = atoi(v), port_given = used = 1;
@@ -382,6 +386,10 @@ int main(int argc, char **argv)
         nsv_set_int(srv, NSV_OPT_METRICS_LATENCY, 0);
     if (access_fmt)
         nsv_set_int(srv, NSV_OPT_ACCESS_LOG, 4096);
+    /* HTTP/2 when the library has it: h2c (prior knowledge and Upgrade) on
+     * the plain port, h2 by ALPN on the TLS port. */
+    if (!no_http2 && nsv_http2_available())
+        nsv_set_int(srv, NSV_OPT_HTTP2, NSV_H2_ALL);
     nsv_route(srv, "POST", 4, "/echo", 5, ROUTE_ECHO, 0);
     nsv_route(srv, "PUT", 3, "/echo", 5, ROUTE_ECHO, 0);
     nsv_route(srv, "GET", 3, "/ws", 3, ROUTE_WS, NSV_ROUTE_WEBSOCKET);

@@ -2,6 +2,7 @@
 #include "server.h"
 #include "../loop/edge.h"
 #include "http_client.h"
+#include "../h2/h2.h"
 #include "../tls/tls.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +40,9 @@ nsv_server *nsv_server_new_ex(int workers, nsv_alloc_fn fn, void *ud)
     }
     s->alloc = a;
     s->httpc_hooks = &nsv__httpc_hooks;
+#ifdef NSV_WITH_NGHTTP2
+    s->h2_hooks = &nsv__h2_server_hooks;
+#endif
     s->detail_serial = nsv__detail_serial();
     nsv__options_defaults(s);
     for (int i = 0; i < NSV__MAX_LISTENERS; i++)
@@ -232,6 +236,7 @@ static int listen_url(nsv_server *s, const char *url, size_t len)
     L->port = port;
     L->proto = tcp ? &nsv__proto_tcp : &nsv__proto_http;
     L->tls = !u.is_tls ? NSV__TLS_NONE : tcp ? NSV__TLS_RAW : NSV__TLS_HTTP;
+    L->http2 = tcp ? 0 : (int)s->http2;
     L->handoff = 0;
     for (int k = 1; per_worker && k < s->nloops; k++) {
         int p2 = 0;
@@ -324,6 +329,7 @@ int nsv_listen_fd(nsv_server *s, const char *url, size_t len, int fd)
         L->port = port;
         L->proto = tcp ? &nsv__proto_tcp : &nsv__proto_http;
         L->tls = !u.is_tls ? NSV__TLS_NONE : tcp ? NSV__TLS_RAW : NSV__TLS_HTTP;
+        L->http2 = tcp ? 0 : (int)s->http2;
         /* One socket for every worker: worker 0 accepts and deals them out. */
         L->handoff = s->sharded && s->nloops > 1;
         r = nsv__loop_add_listener(s->loops[0], id) != 0 ? -1 : 0;

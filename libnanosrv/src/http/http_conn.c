@@ -2,6 +2,7 @@
  * and hand one complete request at a time to the host as an event. */
 #include "http.h"
 #include "answer.h"
+#include "field.h"
 #include "../loop/edge.h"
 #include "../ws/ws.h"
 #include "../loop/io.h"
@@ -139,7 +140,8 @@ static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const nsv_
     ev->flags = (c->keepalive ? NSV_EVF_KEEPALIVE : 0) | (c->head ? NSV_EVF_HEAD : 0) |
                 (c->http10 ? NSV_EVF_HTTP10 : 0) | (c->body_need < 0 ? NSV_EVF_CHUNKED : 0) |
                 ((r.flags & NSV__RF_UPGRADE_WS) ? NSV_EVF_UPGRADE : 0) |
-                (c->eof_seen ? NSV_EVF_EOF : 0) | (stream ? NSV_EVF_STREAM_BODY : 0);
+                (c->eof_seen ? NSV_EVF_EOF : 0) | (stream ? NSV_EVF_STREAM_BODY : 0) |
+                (c->h2s ? NSV_EVF_HTTP2 : 0);
     ev->method_len = (uint32_t)r.method_len;
     ev->method_off = put(d, &off, r.method, r.method_len);
     ev->path_len = (uint32_t)r.path_len;
@@ -230,6 +232,8 @@ static int start_request(nsv__loop *l, nsv__conn *c, const char *data, size_t le
     c->head_len = (uint32_t)n;
     c->http10 = r->minor_version == 0;
     c->keepalive = c->http10 ? !!(r->flags & NSV__RF_CONN_KEEPALIVE) : !(r->flags & NSV__RF_CONN_CLOSE);
+    if (c->h2s)
+        c->keepalive = 0; /* an HTTP/2 stream carries one request */
     c->head = r->method_len == 4 && memcmp(r->method, "HEAD", 4) == 0;
     /* Accept-Encoding is read only while gzip is on: nothing to pay otherwise. */
     c->gzip_ok = s->gzip_min_size > 0 && nsv__gzip_accepts(r->headers, r->num_headers);
@@ -285,6 +289,40 @@ static int emit_streaming(nsv__loop *l, nsv__conn *c, const char *data, const ns
     return H_DONE;
 }
 
+/* The first request of a plain connection may switch it to HTTP/2, as its
+ * listener allows (mode: NSV_H2_PRIOR or NSV_H2_UPGRADE). */
+static int h2_allowed(nsv__loop *l, const nsv__conn *c, int mode)
+{
+    return l->srv->h2_hooks && !c->tls && !c->h2s && !c->served &&
+           (l->srv->listeners[c->listener].http2 & mode);
+}
+
+/* A bodiless request asking for "Upgrade: h2c" with one HTTP2-Settings
+ * (RFC 7540 3.2): becomes stream 1 of a session after the 101. */
+static int h2c_upgrade(nsv__loop *l, nsv__conn *c, const nsv__request *r, const char *data, size_t len)
+{
+    const char *settings = NULL;
+    size_t slen = 0;
+    int h2c = 0, nsettings = 0;
+    for (size_t i = 0; i < r->num_headers; i++) {
+        const nsv__hdr *h = &r->headers[i];
+        cptr name = (cptr)h->name, val = (cptr)h->value;
+        if (IEQ(name, h->name_len, "http2-settings")) {
+            settings = h->value, slen = h->value_len, nsettings++;
+        } else if (IEQ(name, h->name_len, "upgrade")) {
+            cptr p = val, es;
+            size_t el;
+            while (next_elem(&p, val + h->value_len, &es, &el))
+                h2c |= IEQ(es, el, "h2c");
+        }
+    }
+    if (!h2c || nsettings != 1 || c->body_need != 0)
+        return 0;
+    nsv__h2_upgrade up = {.settings = settings, .settings_len = slen, .req = data, .req_len = c->head_len,
+                          .head = c->head};
+    return l->srv->h2_hooks->start(l, c, data + c->head_len, len - c->head_len, &up) != 0;
+}
+
 /* Handle one request from data[0..len). *consumed is set when H_DONE. */
 static int handle(nsv__loop *l, nsv__conn *c, char *data, size_t len, size_t *consumed)
 {
@@ -295,6 +333,17 @@ static int handle(nsv__loop *l, nsv__conn *c, char *data, size_t len, size_t *co
     }
     nsv__request req, *parsed = NULL;
     route_match m = {0};
+    if (c->head_len == 0 && data[0] == 'P' && h2_allowed(l, c, NSV_H2_PRIOR)) {
+        size_t k = len < NSV__H2_PREFACE_LEN ? len : NSV__H2_PREFACE_LEN;
+        if (memcmp(data, NSV__H2_PREFACE, k) == 0) {
+            if (len < NSV__H2_PREFACE_LEN)
+                return H_MORE;
+            /* h2c with prior knowledge: the connection is a session now,
+             * which took every byte (H_ERROR: nothing more for HTTP/1 here) */
+            s->h2_hooks->start(l, c, data, len, NULL);
+            return H_ERROR;
+        }
+    }
     if (c->head_len == 0) {
         /* A head only completes at a line end: re-parse only when new bytes
          * hold one, so a byte-at-a-time sender costs linear, not quadratic. */
@@ -307,6 +356,8 @@ static int handle(nsv__loop *l, nsv__conn *c, char *data, size_t len, size_t *co
         if (r != H_DONE)
             return r;
         parsed = &req;
+        if (c->body_need == 0 && h2_allowed(l, c, NSV_H2_UPGRADE) && h2c_upgrade(l, c, &req, data, len))
+            return H_ERROR; /* (a session now, as above) */
         /* No body byte yet: a client that sent Expect: 100-continue waits for it. */
         int expect = (req.flags & NSV__RF_EXPECT_CONTINUE) && !c->http10 && c->body_need != 0 &&
                      len == c->head_len;
@@ -518,6 +569,14 @@ static void on_open(nsv__loop *l, nsv__conn *c)
     c->state = NSV__C_READ;
 }
 
+/* ALPN chose "h2" (offered only with NSV_H2_TLS): a session from the start. */
+static void on_tls_ready(nsv__loop *l, nsv__conn *c)
+{
+    const char *alpn = nsv__tls_alpn(c);
+    if (alpn && l->srv->h2_hooks && strcmp(alpn, "h2") == 0)
+        l->srv->h2_hooks->start(l, c, NULL, 0, NULL);
+}
+
 /* On the flush list: parse requests buffered while the host was busy. The
  * answered output may wait one turn when the next request went to the host. */
 static int on_dirty(nsv__loop *l, nsv__conn *c)
@@ -592,6 +651,7 @@ const nsv__proto nsv__proto_http = {
     .on_blocked = on_blocked,
     .on_timer = on_timer,
     .on_drain = on_drain,
+    .on_tls_ready = on_tls_ready,
     .on_peer_eof = peer_eof,
     .on_close = on_close,
 };

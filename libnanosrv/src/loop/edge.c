@@ -291,8 +291,12 @@ int nsv__edge_adopt(nsv__loop *l, nsv__conn *c, int lidx)
 
 static int proxied(const nsv__conn *c) { return c->edge && c->edge->info; }
 
+/* An HTTP/2 stream speaks for its session's connection (TLS, PROXY header). */
+#define SESSION_OF(c) ((c)->h2_parent ? (const nsv__conn *)(c)->h2_parent : (c))
+
 uint32_t nsv__conn_info_len(const nsv__conn *c)
 {
+    c = SESSION_OF(c);
     uint32_t t = nsv__tls_info_len(c);
     if (!proxied(c))
         return t;
@@ -301,6 +305,7 @@ uint32_t nsv__conn_info_len(const nsv__conn *c)
 
 uint32_t nsv__conn_info_put(const nsv__conn *c, char *dst)
 {
+    c = SESSION_OF(c);
     uint32_t t = nsv__tls_info_put(c, dst);
     if (!proxied(c))
         return t;
@@ -314,6 +319,7 @@ uint32_t nsv__conn_info_put(const nsv__conn *c, char *dst)
 
 uint32_t nsv__conn_info_flags(const nsv__conn *c)
 {
+    c = SESSION_OF(c);
     return (c->tls ? NSV_EVF_TLS : 0) | (proxied(c) ? NSV_EVF_PROXY : 0);
 }
 

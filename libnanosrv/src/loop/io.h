@@ -31,6 +31,8 @@ static inline ssize_t nsv__io_recv(nsv__loop *l, nsv__conn *c, char *buf, size_t
 static inline ssize_t nsv__io_send(nsv__loop *l, nsv__conn *c, const char *buf, size_t n)
 {
     ssize_t r;
+    if (c->h2s) /* an HTTP/2 stream: its session frames the bytes */
+        return l->srv->h2_hooks->send(l, c, buf, n);
 #ifdef NSV_WITH_MBEDTLS
     if (c->tls)
         r = nsv__tls_send(l, c, buf, n);

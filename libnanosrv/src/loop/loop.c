@@ -225,6 +225,10 @@ nsv__conn *nsv__conn_alloc(nsv__loop *l)
 
 static void arm(nsv__loop *l, nsv__conn *c)
 {
+    if (c->h2s) { /* a virtual connection: its session reads for it */
+        l->srv->h2_hooks->arm(l, c);
+        return;
+    }
     struct epoll_event ev = {.events = (c->reading ? EPOLLIN : 0) | (c->writing ? EPOLLOUT : 0) |
                                        (c->watch_hup ? EPOLLRDHUP : 0),
                              .data.u64 = EV_DATA(TAG_CONN, c->slot)};
@@ -250,10 +254,13 @@ void nsv__conn_close(nsv__loop *l, nsv__conn *c)
         return;
     int httpc = c->httpc;
     int32_t origin = c->route;
+    int stream = c->h2s != NULL;
     if (httpc)
         l->srv->httpc_hooks->closed(l, c);
     if (c->proto->on_close)
         c->proto->on_close(l, c);
+    if (stream) /* the stream ends (reset unless its reply is complete) */
+        l->srv->h2_hooks->closed(l, c);
     /* Retire the id before the CLOSE is queued: on a sharded server the host
      * may poll the CLOSE at once on another thread, and from then on every
      * call on the id must say ESTALE. */
@@ -272,7 +279,8 @@ void nsv__conn_close(nsv__loop *l, nsv__conn *c)
         nsv__free(&l->srv->alloc, c->reason);
         c->reason = NULL;
     }
-    close(c->fd); /* also removes it from epoll */
+    if (c->fd >= 0)
+        close(c->fd); /* also removes it from epoll */
     if (c->file_on) {
         close(c->file_fd);
         c->file_on = 0;
@@ -285,10 +293,14 @@ void nsv__conn_close(nsv__loop *l, nsv__conn *c)
     c->state = 0;
     c->closing = 0;
     c->fd = -1;
+    c->h2s = NULL;
+    c->h2_parent = NULL;
     l->freelist[l->nfree++] = c->slot;
     l->nused--;
-    nsv__metric_sub(l, NSV_M_CONNS_ACTIVE, 1);
-    atomic_fetch_sub(&l->srv->nconns, 1);
+    if (!stream) { /* streams are not connections: their session is */
+        nsv__metric_sub(l, NSV_M_CONNS_ACTIVE, 1);
+        atomic_fetch_sub(&l->srv->nconns, 1);
+    }
     if (httpc) {
         c->httpc = 0;
         l->srv->httpc_hooks->after_close(l, origin);
@@ -515,7 +527,7 @@ void nsv__conn_attach_file(nsv__conn *c, int fd, uint64_t off, uint64_t len)
 {
     c->file_fd = fd;
     c->file_on = 1;
-    c->file_copy = c->tls != NULL; /* TLS frames records itself: read, then write */
+    c->file_copy = c->tls != NULL || c->fd < 0; /* TLS and HTTP/2 frame it themselves: read, then write */
     c->file_off = off;
     c->file_left = len;
 }
@@ -633,7 +645,7 @@ int nsv__conn_flush(nsv__loop *l, nsv__conn *c)
         return -1;
     if (c->closing) {
         int pending = 0;
-        if (!c->peer_closed && (c->in.len > c->in.off || c->lingering ||
+        if (!c->peer_closed && c->fd >= 0 && (c->in.len > c->in.off || c->lingering ||
                                 (ioctl(c->fd, FIONREAD, &pending) == 0 && pending > 0))) {
             /* Unread input: closing now would send RST and could destroy the
              * response in flight. Shut the write side and drain a while. */

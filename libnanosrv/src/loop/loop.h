@@ -167,6 +167,13 @@ struct nsv__conn {
      * fails first; `hs` is that protocol's state until then. */
     const struct nsv__proto *then;
     void *hs;
+    /* HTTP/2 (h2/): a session's connection holds its session in h2; a
+     * request stream is a virtual connection (fd -1, never polled) with its
+     * stream in h2s and its session's connection in h2_parent. The loop
+     * reaches the h2 layer for these only through nsv_server.h2_hooks. */
+    void *h2;
+    struct nsv__h2s *h2s;
+    struct nsv__conn *h2_parent;
 };
 
 typedef struct nsv__listener {
@@ -175,6 +182,7 @@ typedef struct nsv__listener {
     const nsv__proto *proto; /* what its connections speak */
     int tls;  /* NSV__TLS_* (tls/tls.h): 0 plain */
     int handoff; /* sharded: its only socket (wfd[0], adopted by nsv_listen_fd) hands connections out */
+    int http2;   /* NSV_OPT_HTTP2 as nsv_listen found it (0 for raw TCP) */
     struct nsv__edge *edge; /* PROXY protocol and address lists (listener_api.c); NULL: none */
 } nsv__listener;
 
@@ -292,9 +300,34 @@ typedef struct nsv__conn_hooks {
     void (*loop_free)(nsv__loop *l);
 } nsv__conn_hooks;
 
+/* What the loop and HTTP layers need of HTTP/2 (h2/, a layer above them),
+ * installed by the server when the library has nghttp2 (else NULL).
+ * start: c (an HTTP connection) becomes a session; data[0..len) are bytes
+ * already read for it (the preface onwards). With up set, c answered
+ * "Upgrade: h2c": up->settings is the decoded HTTP2-Settings and up->req
+ * the request head that becomes stream 1. 0, or < 0 when c was closed.
+ * send: a stream's HTTP/1 output, as a socket would take it (bytes taken,
+ * or -1 with errno EAGAIN while the stream's window is full).
+ * arm: a stream's reading (c->reading) changed. closed: a stream's
+ * connection is being closed. */
+#define NSV__H2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" /* a client's first bytes */
+#define NSV__H2_PREFACE_LEN 24
+typedef struct nsv__h2_upgrade {
+    const char *settings, *req;
+    size_t settings_len, req_len;
+    int head;
+} nsv__h2_upgrade;
+typedef struct nsv__h2_hooks {
+    int (*start)(nsv__loop *l, nsv__conn *c, const char *data, size_t len, const nsv__h2_upgrade *up);
+    ssize_t (*send)(nsv__loop *l, nsv__conn *c, const char *p, size_t n);
+    void (*arm)(nsv__loop *l, nsv__conn *c);
+    void (*closed)(nsv__loop *l, nsv__conn *c);
+} nsv__h2_hooks;
+
 struct nsv_server {
     nsv__alloc alloc;
     const nsv__conn_hooks *httpc_hooks; /* the HTTP client's (set by nsv_server_new*) */
+    const nsv__h2_hooks *h2_hooks;      /* HTTP/2's, or NULL without nghttp2 */
     uint64_t detail_serial; /* tells this server's error details apart (detail.c) */
     /* options */
     int64_t max_header_bytes, max_headers, max_uri, max_body;

@@ -96,12 +96,10 @@ else
   ZLIB_MSG := libnanosrv: gzip disabled$(if $(filter :%,$(ZLIB_WHY)),, )$(ZLIB_WHY)
 endif
 
-# Optional HTTP/2 (nghttp2), detected the same way by tools/detect-nghttp2.sh
-# once it is asked for. The session layer (libnanosrv/src/h2/) does not serve
-# streams yet, so a plain `make` builds without it (NSV_OPT_HTTP2 answers
-# NSV_ENOTSUP); `make HTTP2=auto` detects and links nghttp2, `make HTTP2=nghttp2`
-# insists on it. Switch the default to detection when h2/ serves requests.
-HTTP2 ?=
+# Optional HTTP/2 (nghttp2), detected the same way by tools/detect-nghttp2.sh:
+# HTTP2=auto (the default) links it when found, HTTP2=nghttp2 insists on it,
+# HTTP2=none builds without it (NSV_OPT_HTTP2 then answers NSV_ENOTSUP).
+HTTP2 ?= auto
 ifeq ($(HTTP2),auto)
   ifneq ($(TLS_DETECT),skip)
     H2_DETECT := $(shell CC='$(CC)' PKG_CONFIG='$(PKG_CONFIG)' sh tools/detect-nghttp2.sh)
@@ -112,8 +110,11 @@ ifeq ($(HTTP2),auto)
   else
     H2_WHY := : nghttp2 (with its stream reset and CONTINUATION limits) not found; install libnghttp2-dev and run make again
   endif
+else ifeq ($(HTTP2),none)
+  override HTTP2 :=
+  H2_WHY := (HTTP2=none given to make)
 else ifeq ($(HTTP2),)
-  H2_WHY := (not built by default yet; make HTTP2=auto builds it in)
+  H2_WHY := (not found when the build was configured)
 else
   H2_DETECT := $(shell CC='$(CC)' PKG_CONFIG='$(PKG_CONFIG)' sh tools/detect-nghttp2.sh)
   H2_WHY := (HTTP2=$(HTTP2) given to make)

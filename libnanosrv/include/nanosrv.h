@@ -1341,9 +1341,9 @@ enum nsv_metric {
                                     cache); also counted in NSV_M_TLS_HANDSHAKES. Since 1.5. */
     NSV_M_H2_CONNS = 67,         /* counter: connections that switched to HTTP/2. Since 1.5. */
     NSV_M_H2_STREAMS = 68,       /* counter: HTTP/2 request streams opened. Since 1.5. */
-    NSV_M_H2_ABUSE = 69,         /* counter: HTTP/2 connections ended by a defence (rapid reset,
-                                    CONTINUATION or control-frame flood, header list too large,
-                                    stalled window). Since 1.5. */
+    NSV_M_H2_ABUSE = 69,         /* counter: HTTP/2 connections ended by a defence: rapid
+                                    reset, or a flood of CONTINUATION frames, SETTINGS entries
+                                    or unread PING/SETTINGS acknowledgements. Since 1.5. */
     NSV_M_COUNT = 70,            /* values in this version */
     NSV_M_LAT_BUCKETS = 16
 };

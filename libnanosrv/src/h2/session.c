@@ -107,10 +107,12 @@ static void feed(nsv__loop *l, nsv__conn *c, nsv__h2 *h, const char *p, size_t n
         return;
     ssize_t r = nghttp2_session_mem_recv(h->ng, (const uint8_t *)p, n);
     if (r < 0) {
-        if (r == NGHTTP2_ERR_FLOODED)
+        /* floods: queued acknowledgements, CONTINUATION frames, SETTINGS entries */
+        int abuse = r == NGHTTP2_ERR_FLOODED || r == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS ||
+                    r == NGHTTP2_ERR_TOO_MANY_SETTINGS;
+        if (abuse)
             NSV__COUNT(l, NSV_M_H2_ABUSE);
-        nghttp2_session_terminate_session(h->ng, r == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM
-                                                                         : NGHTTP2_PROTOCOL_ERROR);
+        nghttp2_session_terminate_session(h->ng, abuse ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
         h->dead = 1;
         nsv__conn_set_events(l, c, 0, c->writing);
     }
@@ -187,7 +189,6 @@ static void on_close(nsv__loop *l, nsv__conn *c)
     nsv__free(&l->srv->alloc, h->names);
     nsv__free(&l->srv->alloc, h);
     c->h2 = NULL;
-    nsv__metric_sub(l, NSV_M_H2_CONNS, 1);
 }
 
 const nsv__proto nsv__proto_h2 = {
@@ -257,7 +258,7 @@ static int start(nsv__loop *l, nsv__conn *c, const char *data, size_t len, const
     c->proto = &nsv__proto_h2;
     c->state = NSV__C_NONE;
     c->watch_hup = 0;
-    nsv__metric_add(l, NSV_M_H2_CONNS, 1);
+    NSV__COUNT(l, NSV_M_H2_CONNS);
     if (up) {
         static const char sw[] = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
         if (nsv__buf_append(l, &c->out, sw, sizeof sw - 1) != 0 || h->dead ||

@@ -165,7 +165,7 @@ static nsv__conn *stream_conn(nsv__h2 *h, nsv__h2s *s)
     if (!c)
         return NULL;
     nsv__metric_sub(l, NSV_M_CONNS_ACTIVE, 1); /* (a stream, not a connection) */
-    nsv__metric_add(l, NSV_M_H2_STREAMS, 1);
+    NSV__COUNT(l, NSV_M_H2_STREAMS);
     c->fd = -1;
     c->proto = &nsv__proto_http;
     c->h2s = s;
@@ -535,8 +535,8 @@ void nsv__h2s_arm(nsv__loop *l, nsv__conn *c)
  * timeout): a response left incomplete resets the stream. */
 void nsv__h2s_conn_closed(nsv__loop *l, nsv__conn *c)
 {
+    (void)l;
     nsv__h2s *s = c->h2s;
-    nsv__metric_sub(l, NSV_M_H2_STREAMS, 1);
     s->c = NULL;
     if (s->gone)
         return;

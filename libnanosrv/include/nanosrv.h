@@ -402,6 +402,27 @@ enum nsv_http2_mode {
 };
 
 /*
+ * HTTP/2 (docs/HTTP2.md). Each request stream reaches the host as an
+ * ordinary REQUEST event (then BODY events for a streamed body) with
+ * NSV_EVF_HTTP2 set and NSV_EVF_KEEPALIVE never set; ev->conn is the
+ * stream's own 64-bit id, stale (NSV_ESTALE) once the stream ends, and the
+ * host answers it with the usual calls: nsv_reply, nsv_reply_batch,
+ * nsv_reply_start/nsv_send_chunk/nsv_reply_end, nsv_sse_*, nsv_reply_file,
+ * nsv_continue, nsv_set_reason (ignored: HTTP/2 has no reason phrase),
+ * nsv_close (the stream is reset), nsv_pause_read (the stream's window is
+ * not reopened while paused), nsv_set_water_marks and TCP_WRITABLE (paced by
+ * the client's flow-control window), tags and nsv_conn_queued. Header names
+ * arrive in lower case; :authority arrives as Host; cookie fields arrive
+ * joined with "; "; a body without content-length arrives as chunked
+ * (NSV_EVF_CHUNKED). The reply's connection-specific headers (Connection,
+ * Keep-Alive, Transfer-Encoding, Upgrade) are dropped on the wire.
+ * HTTP/1.1 only: nsv_ws_upgrade (a stream is never an upgrade request: it
+ * answers like any request that is not, NSV_EPARSE and 400), WebSocket
+ * routes (426), and the raw TCP calls (NSV_ESTATE as on any HTTP request).
+ * A stream's CLOSE event comes when the stream ends.
+ */
+
+/*
  * String options for nsv_set_str. Ids are never reused. TLS listeners
  * (https://, wss://, tls://) need a certificate chain and its key, each from
  * a PEM file or PEM bytes in memory (the _PEM forms, for hosts that keep

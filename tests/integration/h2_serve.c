@@ -172,6 +172,20 @@ static ssize_t read_src(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t le
     return (ssize_t)k;
 }
 
+/* A large request body (content-length set by the caller). */
+static size_t big_left;
+static ssize_t read_big(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
+                        nghttp2_data_source *src, void *ud)
+{
+    (void)ng, (void)id, (void)src, (void)ud;
+    size_t k = big_left < len ? big_left : len;
+    memset(buf, 'q', k);
+    big_left -= k;
+    if (!big_left)
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)k;
+}
+
 /* Poll the server (events into evs/arena) and pump the client. */
 static int step(nsv_server *s, h2client *c, int ms)
 {
@@ -227,6 +241,8 @@ static void single_loop(void)
     is_int(nsv_set_int(s, NSV_OPT_HTTP2, NSV_H2_ALL), NSV_OK, "NSV_OPT_HTTP2 accepted");
     int port;
     http_listen(s, &port);
+    nsv_route(s, "POST", 4, "/up", 3, 7, NSV_ROUTE_STREAM_BODY);
+    nsv_set_int(s, NSV_OPT_MAX_BODY, 64 << 20);
     static h2client c;
     h2_open(&c, port, 65535);
 
@@ -352,11 +368,55 @@ static void single_loop(void)
     is_int((long long)find(&w, big)->got, (long long)sent * 16384, "paced: every byte arrived");
     h2_close(&w);
 
+    /* a streamed request body the host pauses: the window stays shut */
+    {
+        enum { TOTAL = 4 << 20 };
+        static h2client u;
+        h2_open(&u, port, 65535);
+        big_left = TOTAL;
+        nghttp2_nv clen[1] = {NV("content-length", "4194304")};
+        nghttp2_data_provider bp = {.read_callback = read_big};
+        int32_t up = h2_req(&u, "POST", "/up", clen, 1, &bp);
+        uint64_t sid = 0, got = 0, at_pause = 0;
+        int eof = 0, h2flag = 1, paused = 0, rounds = 0;
+        for (; rounds < 2000 && !eof; rounds++) {
+            int n = step(s, &u, 2);
+            for (int i = 0; i < n; i++) {
+                if (evs[i].type == NSV_EV_REQUEST && evs[i].route == 7)
+                    sid = evs[i].conn, h2flag &= !!(evs[i].flags & NSV_EVF_STREAM_BODY);
+                if (evs[i].type == NSV_EV_BODY && evs[i].conn == sid) {
+                    got += evs[i].body_len;
+                    h2flag &= !!(evs[i].flags & NSV_EVF_HTTP2);
+                    eof |= !!(evs[i].flags & NSV_EVF_EOF);
+                }
+            }
+            if (sid && !paused && got > 0) {
+                is_int(nsv_pause_read(s, sid, 1), NSV_OK, "upload: nsv_pause_read on the stream");
+                paused = 1;
+            }
+            if (paused == 1 && rounds > 200) { /* long enough for the client to fill every window */
+                at_pause = got;
+                ok(got < TOTAL - (1 << 20), "upload: paused, the body stops (%llu of %d bytes)",
+                   (unsigned long long)got, TOTAL);
+                nsv_pause_read(s, sid, 0);
+                paused = 2;
+            }
+        }
+        ok(at_pause > 0, "upload: the pause held");
+        ok(eof, "upload: resumed, the body ends (NSV_EVF_EOF)");
+        is_int((long long)got, TOTAL, "upload: every byte delivered");
+        ok(h2flag, "upload: REQUEST streamed, BODY events carry NSV_EVF_HTTP2");
+        nsv_reply(s, sid, 200, NULL, 0, "done", 4);
+        ok(wait_closed(s, &u, up), "upload: answered");
+        is_mem(find(&u, up)->body, find(&u, up)->blen, "done", "upload: the answer");
+        h2_close(&u);
+    }
+
     uint64_t m[NSV_M_COUNT];
     nsv_metrics(s, m, NSV_M_COUNT);
-    is_int((long long)m[NSV_M_H2_CONNS], 2, "NSV_M_H2_CONNS counts the two sessions");
-    is_int((long long)m[NSV_M_H2_STREAMS], 8, "NSV_M_H2_STREAMS counts the eight streams");
-    is_int((long long)m[NSV_M_CONNS_ACTIVE], 2, "NSV_M_CONNS_ACTIVE: the sessions, not their streams");
+    is_int((long long)m[NSV_M_H2_CONNS], 3, "NSV_M_H2_CONNS counts the three sessions");
+    is_int((long long)m[NSV_M_H2_STREAMS], 9, "NSV_M_H2_STREAMS counts the nine streams");
+    is_int((long long)m[NSV_M_CONNS_ACTIVE], 2, "NSV_M_CONNS_ACTIVE: the open sessions, not their streams");
     h2_close(&c);
     nsv_server_free(s);
 }

@@ -8,6 +8,8 @@
 #include "answer.h"
 #include <string.h>
 
+#define H2_FLAG(c) ((c)->h2s ? NSV_EVF_HTTP2 : 0u) /* BODY events of an HTTP/2 stream say so */
+
 /* The body broke a rule mid-stream: the host hears why, the client gets
  * the status if no response has started, and the connection closes. */
 static void body_fail(nsv__loop *l, nsv__conn *c, int err, int status, const char *why, size_t wlen)
@@ -44,7 +46,7 @@ size_t nsv__body_feed(nsv__loop *l, nsv__conn *c, char *data, size_t n)
         c->bs_total += take;
         nsv__answer_bytes(l, c, take, 0);
         if (take || c->bs_left == 0)
-            nsv__evq_emit(l, c, NSV_EV_BODY, 0, c->bs_left == 0 ? NSV_EVF_EOF : 0, data, take);
+            nsv__evq_emit(l, c, NSV_EV_BODY, 0, (c->bs_left == 0 ? NSV_EVF_EOF : 0) | H2_FLAG(c), data, take);
         if (c->bs_left == 0)
             body_done(l, c);
         return take;
@@ -66,7 +68,7 @@ size_t nsv__body_feed(nsv__loop *l, nsv__conn *c, char *data, size_t n)
         return n;
     }
     if (prod || r == 1)
-        nsv__evq_emit(l, c, NSV_EV_BODY, 0, r == 1 ? NSV_EVF_EOF : 0, data, prod);
+        nsv__evq_emit(l, c, NSV_EV_BODY, 0, (r == 1 ? NSV_EVF_EOF : 0) | H2_FLAG(c), data, prod);
     if (r == 1)
         body_done(l, c);
     return cons;

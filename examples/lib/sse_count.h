@@ -27,6 +27,9 @@ typedef struct sse_count {
 
 static sse_count *sse_streams[SSE_SLOTS];
 static pthread_mutex_t sse_lock = PTHREAD_MUTEX_INITIALIZER; /* handlers may run on workers */
+/* Streams parked in the table: every CLOSE asks, and with none parked (the
+ * usual case: an HTTP/2 stream ends with each request) no slot is probed. */
+static _Atomic int sse_parked;
 
 static sse_count **sse_slot(uint64_t conn, int for_new)
 {
@@ -42,11 +45,13 @@ static sse_count **sse_slot(uint64_t conn, int for_new)
  * thread holding it sends on it. */
 static sse_count *sse_take(uint64_t conn)
 {
+    if (!sse_parked)
+        return NULL;
     pthread_mutex_lock(&sse_lock);
     sse_count **c = sse_slot(conn, 0);
     sse_count *st = c ? *c : NULL;
     if (c)
-        *c = NULL;
+        *c = NULL, sse_parked--;
     pthread_mutex_unlock(&sse_lock);
     return st;
 }
@@ -56,7 +61,7 @@ static int sse_park(sse_count *st)
     pthread_mutex_lock(&sse_lock);
     sse_count **c = sse_slot(st->conn, 1);
     if (c)
-        *c = st;
+        *c = st, sse_parked++;
     pthread_mutex_unlock(&sse_lock);
     return c != NULL;
 }

@@ -26,6 +26,7 @@ typedef struct upload {
 #define UPLOAD_SLOTS 4096
 static upload *uploads[UPLOAD_SLOTS];
 static pthread_mutex_t uploads_lock = PTHREAD_MUTEX_INITIALIZER; /* handlers may run on workers */
+static _Atomic int uploads_n; /* uploads in the table: with none, a CLOSE probes nothing */
 
 static upload **upload_slot(uint64_t conn, int for_new)
 {
@@ -39,6 +40,8 @@ static upload **upload_slot(uint64_t conn, int for_new)
 
 static upload *upload_take(uint64_t conn)
 {
+    if (!uploads_n)
+        return NULL;
     pthread_mutex_lock(&uploads_lock);
     upload **s = upload_slot(conn, 0);
     upload *u = s ? *s : NULL;
@@ -51,7 +54,7 @@ static void upload_end(upload *u)
     pthread_mutex_lock(&uploads_lock);
     upload **s = upload_slot(u->conn, 0);
     if (s)
-        *s = NULL;
+        *s = NULL, uploads_n--;
     pthread_mutex_unlock(&uploads_lock);
     nsv_multipart_free(u->mp);
     free(u->json);
@@ -112,7 +115,7 @@ static void upload_begin(nsv_server *s, const nsv_event *ev, const char *a)
     pthread_mutex_lock(&uploads_lock);
     upload **slot = u->mp ? upload_slot(ev->conn, 1) : NULL;
     if (slot)
-        *slot = u;
+        *slot = u, uploads_n++;
     pthread_mutex_unlock(&uploads_lock);
     if (!slot) {
         nsv_reply(s, ev->conn, 503, NULL, 0, "busy\n", 5);

@@ -63,22 +63,30 @@ void nsv__loop_free(nsv__loop *l)
     if (!l)
         return;
     const nsv__alloc *a = &l->srv->alloc;
-    for (uint32_t i = 0; i < l->nslots; i++) {
-        nsv__conn *c = NSV__CONN(l, i);
-        if (c->proto) {
+    /* HTTP/2 streams first, detached from their sessions, so a session's
+     * own close (second pass) finds none left to close with events. */
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t i = 0; i < l->nslots; i++) {
+            nsv__conn *c = NSV__CONN(l, i);
+            if (!c->proto || (pass == 0) != (c->h2s != NULL))
+                continue;
             if (c->proto->on_close)
                 c->proto->on_close(l, c);
+            if (c->h2s)
+                l->srv->h2_hooks->closed(l, c);
             nsv__tls_free(l, c);
             nsv__free(a, c->tls_host);
             nsv__free(a, c->reason);
-            close(c->fd);
+            if (c->fd >= 0)
+                close(c->fd);
             if (c->file_on)
                 close(c->file_fd);
             nsv__buf_release(l, &c->in);
             nsv__buf_release(l, &c->out);
-            atomic_fetch_sub(&l->srv->nconns, 1);
+            if (!c->h2s)
+                atomic_fetch_sub(&l->srv->nconns, 1);
+            c->proto = NULL;
         }
-    }
     if (l->srv->httpc_hooks)
         l->srv->httpc_hooks->loop_free(l);
     nsv__tls_loop_free(l);

@@ -20,9 +20,10 @@ int nsv__h2_config(const nsv_server *s, void *ivp, void **optp)
     /* Window updates wait until the stream's HTTP layer consumed the bytes,
      * so a host that reads a body slowly holds the client back. */
     nghttp2_option_set_no_auto_window_update(o, 1);
-    /* Rapid reset (CVE-2023-44487): a burst of h2_max_resets, refilled at
-     * that many per second; past it the session ends with ENHANCE_YOUR_CALM. */
-    nghttp2_option_set_stream_reset_rate_limit(o, (uint64_t)s->h2_max_resets, (uint64_t)s->h2_max_resets);
+    /* Rapid reset (CVE-2023-44487): frame_recv below holds clients to
+     * h2_max_resets; this is nghttp2's backstop (it also counts streams it
+     * resets itself). */
+    nghttp2_option_set_stream_reset_rate_limit(o, 2 * (uint64_t)s->h2_max_resets, 2 * (uint64_t)s->h2_max_resets);
     nghttp2_option_set_max_continuations(o, NSV__H2_MAX_CONTINUATIONS);
     nghttp2_option_set_max_settings(o, NSV__H2_MAX_SETTINGS);
     nghttp2_option_set_max_outbound_ack(o, NSV__H2_MAX_OUTBOUND_ACK);
@@ -35,14 +36,49 @@ int nsv__h2_config(const nsv_server *s, void *ivp, void **optp)
     return 4;
 }
 
-/* A sent GOAWAY with ENHANCE_YOUR_CALM is nghttp2 stopping an abuser
- * (rapid reset); counted with the floods. */
+/* NSV_M_H2_ABUSE counts a session once: a flood feed saw, or a GOAWAY
+ * nghttp2 sent by itself for one (INTERNAL_ERROR from its stream reset
+ * rate limit, ENHANCE_YOUR_CALM for an oversized SETTINGS frame). */
+static void abuse(nsv__h2 *h)
+{
+    if (!h->abused) {
+        h->abused = 1;
+        NSV__COUNT(h->l, NSV_M_H2_ABUSE);
+    }
+}
+
 static int frame_sent(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
     nsv__h2 *h = ud;
-    if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code == NGHTTP2_ENHANCE_YOUR_CALM)
-        NSV__COUNT(h->l, NSV_M_H2_ABUSE);
+    if (f->hd.type == NGHTTP2_GOAWAY && (f->goaway.error_code == NGHTTP2_INTERNAL_ERROR ||
+                                         f->goaway.error_code == NGHTTP2_ENHANCE_YOUR_CALM))
+        abuse(h);
     return nsv__h2s_sent(ng, f, ud);
+}
+
+/* Rapid reset (CVE-2023-44487): RST_STREAM frames from the client draw
+ * from a bucket of h2_max_resets refilled at that many per second; an empty
+ * bucket ends the session with GOAWAY ENHANCE_YOUR_CALM. (nghttp2's own
+ * limit, set at twice that, is the backstop; it answers INTERNAL_ERROR.) */
+static int frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
+{
+    nsv__h2 *h = ud;
+    if (f->hd.type == NGHTTP2_RST_STREAM && !h->dead) {
+        int64_t max = h->l->srv->h2_max_resets, now = h->l->now;
+        if (!h->rst_at)
+            h->rst_tokens = max, h->rst_at = now;
+        h->rst_tokens += (now - h->rst_at) * max / 1000;
+        if (h->rst_tokens > max)
+            h->rst_tokens = max;
+        h->rst_at = now;
+        if (--h->rst_tokens < 0) {
+            abuse(h);
+            h->dead = 1;
+            nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+            return 0;
+        }
+    }
+    return nsv__h2s_frame(ng, f, ud);
 }
 
 static nghttp2_session_callbacks *cbs;
@@ -54,7 +90,7 @@ static void cbs_init(void)
         return;
     nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, nsv__h2s_begin);
     nghttp2_session_callbacks_set_on_header_callback(cbs, nsv__h2s_header);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, nsv__h2s_frame);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, nsv__h2s_data);
     nghttp2_session_callbacks_set_on_stream_close_callback(cbs, nsv__h2s_closed);
     nghttp2_session_callbacks_set_on_frame_send_callback(cbs, frame_sent);
@@ -108,11 +144,11 @@ static void feed(nsv__loop *l, nsv__conn *c, nsv__h2 *h, const char *p, size_t n
     ssize_t r = nghttp2_session_mem_recv(h->ng, (const uint8_t *)p, n);
     if (r < 0) {
         /* floods: queued acknowledgements, CONTINUATION frames, SETTINGS entries */
-        int abuse = r == NGHTTP2_ERR_FLOODED || r == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS ||
+        int flood = r == NGHTTP2_ERR_FLOODED || r == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS ||
                     r == NGHTTP2_ERR_TOO_MANY_SETTINGS;
-        if (abuse)
-            NSV__COUNT(l, NSV_M_H2_ABUSE);
-        nghttp2_session_terminate_session(h->ng, abuse ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
+        if (flood)
+            abuse(h);
+        nghttp2_session_terminate_session(h->ng, flood ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
         h->dead = 1;
         nsv__conn_set_events(l, c, 0, c->writing);
     }
@@ -141,6 +177,12 @@ static int on_dirty(nsv__loop *l, nsv__conn *c)
 static void on_flushed(nsv__loop *l, nsv__conn *c)
 {
     nsv__h2 *h = c->h2;
+    if (h->dead && c->closing && nsv__out_empty(c)) {
+        /* the GOAWAY of a broken or abusive session is out: close now,
+         * without the lingering read an HTTP/1.1 reply gets */
+        nsv__conn_close(l, c);
+        return;
+    }
     if (nghttp2_session_want_write(h->ng) || c->closing)
         nsv__conn_mark_dirty(l, c);
 }

@@ -361,9 +361,12 @@ enum nsv_option {
     NSV_OPT_H2_HPACK_TABLE = 43,    /* HPACK dynamic table size, both directions
                                        (SETTINGS_HEADER_TABLE_SIZE), default 4096 (0..65536).
                                        Since 1.5. */
-    NSV_OPT_H2_MAX_RESETS = 44,     /* streams a client may reset (or have refused) per
-                                       second on one connection before it gets GOAWAY
-                                       ENHANCE_YOUR_CALM (rapid reset), default 200 (1..100000).
+    NSV_OPT_H2_MAX_RESETS = 44,     /* RST_STREAM frames a client may send on one connection:
+                                       a burst of this many, refilled at this many per second;
+                                       past it GOAWAY ENHANCE_YOUR_CALM ends the connection
+                                       (rapid reset, CVE-2023-44487). Streams nghttp2 itself
+                                       resets or refuses count in its own limit of twice this
+                                       (GOAWAY INTERNAL_ERROR). Default 200 (1..100000).
                                        Since 1.5. */
     NSV_OPT_TLS_TICKETS = 45,       /* 1 (default): TLS session tickets (RFC 5077) with keys that
                                        rotate every NSV_OPT_TLS_TICKET_LIFETIME_S (a ticket is

@@ -9,6 +9,7 @@
 #include "../loop/metrics.h"
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 int nsv__h2_config(const nsv_server *s, void *ivp, void **optp)
@@ -268,6 +269,12 @@ static ssize_t b64url(const char *s, size_t n, uint8_t *out, size_t cap)
     return bits >= 6 ? -1 : (ssize_t)k;
 }
 
+/* nghttp2 allocates through the server's allocator (nsv_server_new_ex). */
+static void *mem_malloc(size_t n, void *ud) { return nsv__malloc(ud, n); }
+static void mem_free(void *p, void *ud) { nsv__free(ud, p); }
+static void *mem_calloc(size_t k, size_t n, void *ud) { return n && k > SIZE_MAX / n ? NULL : nsv__calloc(ud, k * n); }
+static void *mem_realloc(void *p, size_t n, void *ud) { return nsv__realloc(ud, p, n); }
+
 static int start(nsv__loop *l, nsv__conn *c, const char *data, size_t len, const nsv__h2_upgrade *up)
 {
     nsv_server *s = l->srv;
@@ -280,7 +287,8 @@ static int start(nsv__loop *l, nsv__conn *c, const char *data, size_t len, const
     nghttp2_settings_entry iv[4];
     void *opt = NULL;
     int niv = h ? nsv__h2_config(s, iv, &opt) : NSV_ENOMEM;
-    if (niv < 0 || nghttp2_session_server_new2(&h->ng, cbs, h, opt) != 0) {
+    nghttp2_mem mem = {(void *)&s->alloc, mem_malloc, mem_free, mem_calloc, mem_realloc};
+    if (niv < 0 || nghttp2_session_server_new3(&h->ng, cbs, h, opt, &mem) != 0) {
         if (opt)
             nghttp2_option_del(opt);
         nsv__free(&s->alloc, h);

@@ -4,6 +4,7 @@
  * own client session over a loopback socket, driven in this thread. */
 #include "tap.h"
 #include "nsvnet.h"
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 
@@ -425,6 +426,48 @@ static void single_loop(void)
     h2_close(&c);
 }
 
+/* A header block that never ends does not hold the session open: it is
+ * closed after the idle timeout like a silent one (slowloris over h2). */
+static void slow_headers(void)
+{
+    nsv_server *s = nsv_server_new();
+    nsv_set_int(s, NSV_OPT_HTTP2, NSV_H2_PRIOR);
+    nsv_set_int(s, NSV_OPT_IDLE_TIMEOUT_MS, 300);
+    int port;
+    http_listen(s, &port);
+    int fd = client(port);
+    /* preface, empty SETTINGS, HEADERS on stream 1 without END_HEADERS
+     * (one literal field ":method: GET", never indexed) */
+    static const uint8_t hb[] = {0x10, 7, ':', 'm', 'e', 't', 'h', 'o', 'd', 3, 'G', 'E', 'T'};
+    uint8_t w[128];
+    size_t n = 0;
+    memcpy(w, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
+    n = 24;
+    const uint8_t settings[9] = {0, 0, 0, 4, 0, 0, 0, 0, 0};
+    memcpy(w + n, settings, 9);
+    n += 9;
+    const uint8_t hh[9] = {0, 0, sizeof hb, 1, 0x01 /* END_STREAM only */, 0, 0, 0, 1};
+    memcpy(w + n, hh, 9);
+    n += 9;
+    memcpy(w + n, hb, sizeof hb);
+    n += sizeof hb;
+    sendn(fd, w, n);
+    int64_t t0 = nsv_millis();
+    int closed = 0;
+    char buf[4096];
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    while (!closed && nsv_millis() - t0 < 3000) {
+        nsv_poll(s, evs, NSVNET_EVS, arena, sizeof arena, 20);
+        ssize_t r = recv(fd, buf, sizeof buf, 0);
+        closed = r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+    }
+    int64_t took = nsv_millis() - t0;
+    ok(closed, "an unfinished header block: the connection is closed (after %lld ms)", (long long)took);
+    ok(took >= 250, "not before the idle timeout");
+    close(fd);
+    nsv_server_free(s);
+}
+
 /* Sharded, pull mode: workers own the sessions, this thread answers. */
 static void sharded(void)
 {
@@ -473,6 +516,7 @@ int main(void)
         return 0;
     }
     single_loop();
+    slow_headers();
     sharded();
     return done_testing();
 }

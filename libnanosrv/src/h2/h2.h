@@ -26,6 +26,7 @@ typedef struct nsv__h2 {
     nsv__conn *c;        /* its connection */
     nsv__h2s *streams;   /* every stream nghttp2 has open, linked */
     uint32_t nstreams;
+    uint32_t nlive;      /* streams with a virtual connection (a request the HTTP layer has) */
     uint8_t dead;        /* a fatal error: no more input, the connection ends once GOAWAY is out */
     uint8_t goaway;      /* draining: GOAWAY sent */
     uint8_t closing;     /* the connection is being closed: streams go without a word */

@@ -130,9 +130,13 @@ static void settle(nsv__loop *l, nsv__conn *c, nsv__h2 *h)
         c->closing = 1;
         c->deadline = l->now + 1000; /* (the GOAWAY's last chance) */
     } else if (!c->writing) {
-        /* An idle session ends after the idle timeout; one with streams
-         * waits for them (each has its own deadlines). */
-        c->deadline = h->nstreams ? 0 : l->now + l->srv->idle_timeout_ms;
+        /* An idle session ends after the idle timeout; one with requests
+         * waits for them (each has its own deadlines). A header block
+         * that never ends is not a request yet: it does not keep it. */
+        if (h->nlive)
+            c->deadline = 0;
+        else if (!c->deadline)
+            c->deadline = l->now + l->srv->idle_timeout_ms;
     }
 }
 

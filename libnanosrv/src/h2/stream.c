@@ -180,6 +180,7 @@ static nsv__conn *stream_conn(nsv__h2 *h, nsv__h2s *s)
     c->in = s->req;
     memset(&s->req, 0, sizeof s->req);
     s->c = c;
+    h->nlive++;
     nsv__conn_mark_dirty(l, c);
     return c;
 }
@@ -544,6 +545,7 @@ void nsv__h2s_conn_closed(nsv__loop *l, nsv__conn *c)
     (void)l;
     nsv__h2s *s = c->h2s;
     s->c = NULL;
+    s->h->nlive--;
     if (s->gone)
         return;
     if (s->rstate == R_BODY && s->kind == NSV__BODY_CLOSE) {

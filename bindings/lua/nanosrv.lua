@@ -76,6 +76,8 @@ end
 
 local C, LIBPATH = load_library()
 M.library_path = LIBPATH
+-- NSV_OPT_HTTP2 bits for the server's http2 option (from the cdef).
+M.H2_TLS, M.H2_PRIOR, M.H2_UPGRADE, M.H2_ALL = C.NSV_H2_TLS, C.NSV_H2_PRIOR, C.NSV_H2_UPGRADE, C.NSV_H2_ALL
 
 do
     local abi = C.nsv_abi_version()
@@ -96,7 +98,8 @@ local function has(name)
 end
 M.features = { websocket = has("nsv_ws_send") and has("nsv_ws_close"),
                broadcast = has("nsv_ws_broadcast"), send_many = has("nsv_ws_send_many"),
-               tls = C.nsv_tls_available() == 1 }
+               tls = C.nsv_tls_available() == 1,
+               http2 = has("nsv_http2_available") and C.nsv_http2_available() == 1 }
 
 ---------------------------------------------------------------------------
 -- Constants and errors
@@ -495,6 +498,7 @@ local function flag(f) return function(r) return bit.band((req_ev(r)).flags, f) 
 req_fields.keepalive = flag(EVF_KEEPALIVE)
 req_fields.head = flag(EVF_HEAD)
 req_fields.http10 = flag(EVF_HTTP10)
+req_fields.http2 = flag(C.NSV_EVF_HTTP2) -- an HTTP/2 stream (answered like any request)
 req_fields.chunked = flag(EVF_CHUNKED)
 req_fields.upgrade = flag(EVF_UPGRADE)
 -- The client had ended its side before this request was delivered.

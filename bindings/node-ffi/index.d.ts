@@ -607,6 +607,8 @@ export function millis(): number;
 export function version(): string;
 export function abiVersion(): number;
 export function tlsAvailable(): boolean;
+/** The library was built with HTTP/2 (the `http2` option: NSV_H2_* bits). */
+export function http2Available(): boolean;
 export function logLevel(): number;
 export function setLogLevel(level: number): void;
 export function strerror(code: number): string;

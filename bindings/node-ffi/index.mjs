@@ -10,6 +10,6 @@ export default nanosrv;
 export const {
   createServer, serve, fetch, WebSocketClient, CloseEvent, loadLibrary, inheritedFds, Server, Request, Response, WebSocket, NanosrvError, constants,
   base64Encode, base64Decode, urlEncode, urlDecode, parseUrl, jsonString, jsonNumber, jsonInteger,
-  jsonBoolean, millis, version, abiVersion, tlsAvailable, logLevel, setLogLevel, parseForm, parseCookie,
+  jsonBoolean, millis, version, abiVersion, tlsAvailable, http2Available, logLevel, setLogLevel, parseForm, parseCookie,
   serializeCookie, mimeType, strerror, errname,
 } = nanosrv;

@@ -186,7 +186,7 @@ static size_t access_format_line(int fmt, const nsv_access_record *r, char *out,
             ao_nginx(&o, method, r->method_len);
             ao_put(&o, " ", 1);
             ao_nginx(&o, target, r->target_len);
-            ao_str(&o, r->flags & NSV_EVF_HTTP10 ? " HTTP/1.0" : " HTTP/1.1");
+            ao_str(&o, r->flags & NSV_EVF_HTTP2 ? " HTTP/2.0" : r->flags & NSV_EVF_HTTP10 ? " HTTP/1.0" : " HTTP/1.1");
         } else {
             ao_put(&o, "-", 1);
         }

@@ -1425,7 +1425,8 @@ typedef struct nsv_access_record {
     uint32_t duration_us;  /* head complete -> answer complete in the library */
     uint32_t listener;     /* listener id */
     uint32_t peer_port;
-    uint32_t flags;        /* NSV_EVF_HTTP10, NSV_EVF_TLS, NSV_EVF_PROXY, NSV_EVF_HEAD */
+    uint32_t flags;        /* NSV_EVF_HTTP10, NSV_EVF_TLS, NSV_EVF_PROXY, NSV_EVF_HEAD,
+                              NSV_EVF_HTTP2 (since 1.5) */
     uint32_t method_len, target_len, peer_len, ua_len, referer_len, reserved;
 } nsv_access_record;
 

@@ -442,7 +442,7 @@ function M.new(srv, opts)
     local function request_line(r)
         local q = r.req.query
         return r.req.method .. " " .. r.req.path .. (q ~= "" and "?" .. q or "") ..
-               (r.req.http10 and " HTTP/1.0" or " HTTP/1.1")
+               (r.req.http2 and " HTTP/2.0" or r.req.http10 and " HTTP/1.0" or " HTTP/1.1")
     end
     local function log_line(level, r, msg)
         local tail = ""
@@ -832,7 +832,9 @@ function M.new(srv, opts)
         scheme = function(r) return r.req.tls and "https" or "http" end,
         https = function(r) return r.req.tls and "on" or "" end,
         server_port = listener_port,
-        server_protocol = function(r) return r.req.http10 and "HTTP/1.0" or "HTTP/1.1" end,
+        server_protocol = function(r)
+            return r.req.http2 and "HTTP/2.0" or r.req.http10 and "HTTP/1.0" or "HTTP/1.1"
+        end,
         request = function(r) return request_line(r) end,
         content_type = function(r) return req_header(r, "content-type") end,
         content_length = function(r) return req_header(r, "content-length") end,
@@ -887,7 +889,10 @@ function M.new(srv, opts)
     local req_api = {}
     ngx.req = req_api
     function req_api.get_method() return cur("ngx.req.get_method").req.method end
-    function req_api.http_version() return cur("ngx.req.http_version").req.http10 and 1.0 or 1.1 end
+    function req_api.http_version()
+        local q = cur("ngx.req.http_version").req
+        return q.http2 and 2.0 or q.http10 and 1.0 or 1.1
+    end
     function req_api.is_internal() return false end
     function req_api.start_time() return cur("ngx.req.start_time").t0 end
     function req_api.get_uri_args(max) return parse_args(cur("ngx.req.get_uri_args").req.query, max) end

@@ -43,7 +43,7 @@ function parse(buf, len) {
       port: field(buf, at, 'peer_port'),
       method: str.method,
       target: str.target,
-      httpVersion: flags & C.NSV_EVF_HTTP10 ? '1.0' : '1.1',
+      httpVersion: flags & C.NSV_EVF_HTTP2 ? '2.0' : flags & C.NSV_EVF_HTTP10 ? '1.0' : '1.1',
       status: field(buf, at, 'status'),
       bytesOut: field(buf, at, 'bytes_out'),
       bytesIn: field(buf, at, 'bytes_in'),

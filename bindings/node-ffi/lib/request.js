@@ -115,7 +115,8 @@ class Request extends Readable {
   }
   // Like http.IncomingMessage#url: path plus '?query'.
   get url() { return this._ql ? `${this.path}?${this.querystring}` : this.path; }
-  get httpVersion() { return this.flags & C.NSV_EVF_HTTP10 ? '1.0' : '1.1'; }
+  // '2.0' on an HTTP/2 stream, as node:http2's compatibility API says.
+  get httpVersion() { return this.flags & C.NSV_EVF_HTTP2 ? '2.0' : this.flags & C.NSV_EVF_HTTP10 ? '1.0' : '1.1'; }
   get remoteAddress() { return this._str(this._eo, this._el); }
   // 'https' on a TLS connection (as Express's req.protocol), else 'http'.
   get protocol() { return this.tls ? 'https' : 'http'; }

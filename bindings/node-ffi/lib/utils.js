@@ -85,6 +85,7 @@ function makeUtils(getNative) {
     version: () => f().nsv_version_string(),
     abiVersion: () => f().nsv_abi_version(),
     tlsAvailable: () => f().nsv_tls_available() === 1,
+    http2Available: () => f().nsv_http2_available() === 1,
     logLevel: () => f().nsv_log_level(),
     setLogLevel(level) {
       if (!Number.isInteger(level)) throw typeError('level', 'an integer', level);

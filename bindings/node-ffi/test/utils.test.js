@@ -28,6 +28,7 @@ test('utilities (default backend)', () => {
   assert.strictEqual(nanosrv.version(), '1.5.0');
   assert.strictEqual(nanosrv.abiVersion(), 1);
   assert.strictEqual(typeof nanosrv.tlsAvailable(), 'boolean');
+  assert.strictEqual(typeof nanosrv.http2Available(), 'boolean');
   assert.ok(nanosrv.millis() > 0);
   assert.strictEqual(nanosrv.errname(-3), 'NSV_ESTALE');
   assert.strictEqual(nanosrv.constants.NSV_ESTALE, -3);

@@ -8,7 +8,7 @@
 """
 from . import aio, json, multipart, sse
 from ._conn import Connection
-from ._ffi import LIBRARY_PATH, has
+from ._ffi import LIBRARY_PATH, has, lib as _lib
 from ._manager import ConnectionRef, Listener, Manager, Metrics, ShardedManager
 from ._message import Event, HttpMessage, TlsInfo, WsMessage, WsOpcode
 from .errors import (BadResponse, BodyError, ClientError, ClientStopped, ClientTlsError, ConnectionClosed,
@@ -24,7 +24,7 @@ from .sse import EventStream
 from .static import mime_type
 from .stream import BodyStream
 from .util import (LogLevel, Url, base64_decode, base64_decode_bytes, base64_encode, base64_encode_bytes,
-                   get_log_level, millis, set_log_level, tls_available, url_decode, url_decode_bytes, url_encode, version)
+                   get_log_level, millis, set_log_level, tls_available, http2_available, url_decode, url_decode_bytes, url_encode, version)
 
 __version__ = "1.5.0"
 
@@ -50,7 +50,7 @@ def sharded_available() -> bool:
 __all__ = ["Manager", "ShardedManager", "Connection", "HttpMessage", "TlsInfo", "WsMessage", "Listener", "ConnectionRef", "Metrics", "Event",
            "WsOpcode", "LogLevel", "Url", "Error", "StaleError", "StateError", "NotSupportedError",
            "base64_encode", "base64_decode", "base64_encode_bytes", "base64_decode_bytes", "url_encode",
-           "url_decode", "url_decode_bytes", "InvalidArgument", "json", "set_log_level", "get_log_level", "millis", "tls_available", "version",
+           "url_decode", "url_decode_bytes", "InvalidArgument", "json", "set_log_level", "get_log_level", "millis", "tls_available", "http2_available", "version",
            "websocket_available", "sharded_available", "LIBRARY_PATH", "multipart", "sse", "BodyError",
            "Disconnected", "HTTPError", "MultiDict", "parse_cookies", "parse_form", "parse_query",
            "set_cookie_header", "MultipartError", "MultipartReader", "UnsupportedMediaType", "UploadFile",
@@ -58,3 +58,7 @@ __all__ = ["Manager", "ShardedManager", "Connection", "HttpMessage", "TlsInfo", 
            "TcpConnection", "TcpHandler", "Timer", "TlsError", "client", "ws_client", "Headers", "ClientError",
            "ConnectionRefused", "Timeout", "HostNotFound", "BadResponse", "ResponseTooLarge", "ConnectionClosed",
            "ClientTlsError", "ClientStopped", "WebSocketClosed"]
+
+# NSV_OPT_HTTP2 bits for set_option("http2", ...) (from the cdef, as every constant).
+H2_TLS, H2_PRIOR, H2_UPGRADE, H2_ALL = _lib.NSV_H2_TLS, _lib.NSV_H2_PRIOR, _lib.NSV_H2_UPGRADE, _lib.NSV_H2_ALL
+__all__ += ["H2_TLS", "H2_PRIOR", "H2_UPGRADE", "H2_ALL"]

@@ -68,6 +68,7 @@ EVF_KEEPALIVE, EVF_HEAD, EVF_HTTP10 = lib.NSV_EVF_KEEPALIVE, lib.NSV_EVF_HEAD, l
 EVF_CHUNKED, EVF_UPGRADE, EVF_TLS, EVF_EOF = (lib.NSV_EVF_CHUNKED, lib.NSV_EVF_UPGRADE, lib.NSV_EVF_TLS,
                                               lib.NSV_EVF_EOF)
 EVF_STREAM_BODY = lib.NSV_EVF_STREAM_BODY
+EVF_HTTP2 = lib.NSV_EVF_HTTP2
 EVF_PROXY = getattr(lib, "NSV_EVF_PROXY", 256)
 
 
@@ -273,6 +274,11 @@ class HttpMessage:
     @property
     def http10(self) -> bool:
         return bool(self._e[FLAGS] & EVF_HTTP10)
+
+    @property
+    def http2(self) -> bool:
+        """The request came on an HTTP/2 stream (answered like any other)."""
+        return bool(self._e[FLAGS] & EVF_HTTP2)
 
     @property
     def wants_upgrade(self) -> bool:

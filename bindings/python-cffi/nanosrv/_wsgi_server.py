@@ -33,7 +33,7 @@ from urllib.parse import unquote_to_bytes
 
 from ._ffi import lib
 from ._manager import ShardedManager
-from ._message import EVF_PROXY, EVF_HEAD, EVF_HTTP10, EVF_STREAM_BODY, EVF_TLS, FLAGS, HEADERS, HEADERS_LEN, PEER, PEER_LEN, \
+from ._message import EVF_PROXY, EVF_HEAD, EVF_HTTP10, EVF_HTTP2, EVF_STREAM_BODY, EVF_TLS, FLAGS, HEADERS, HEADERS_LEN, PEER, PEER_LEN, \
     PEER_PORT, LISTENER
 from .static import FLAGS as STATIC_FLAGS
 from ._wsgi_io import ErrorStream, FileWrapper, Input, ThreadedBody, body_stream_source, real_file
@@ -525,7 +525,8 @@ class Server:
                 path = path[rlen:]
             env["PATH_INFO"] = path
             env["QUERY_STRING"] = msg.query
-            env["SERVER_PROTOCOL"] = "HTTP/1.0" if flags & EVF_HTTP10 else "HTTP/1.1"
+            env["SERVER_PROTOCOL"] = ("HTTP/2" if flags & EVF_HTTP2 else
+                                      "HTTP/1.0" if flags & EVF_HTTP10 else "HTTP/1.1")
             o = e[PEER]
             env["REMOTE_ADDR"] = a[o:o + e[PEER_LEN]].decode("latin-1")
             env["REMOTE_PORT"] = str(e[PEER_PORT])

@@ -130,6 +130,11 @@ def tls_available() -> bool:
     return bool(lib.nsv_tls_available())
 
 
+def http2_available() -> bool:
+    """True if the loaded libnanosrv was built with HTTP/2 (option "http2")."""
+    return bool(lib.nsv_http2_available())
+
+
 def version() -> str:
     """The loaded libnanosrv's version string."""
     return ffi.string(lib.nsv_version_string()).decode()

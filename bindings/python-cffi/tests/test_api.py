@@ -73,6 +73,7 @@ class Utilities(unittest.TestCase):
         time.sleep(0.01)
         self.assertGreaterEqual(nanosrv.millis() - a, 9)
         self.assertIsInstance(nanosrv.tls_available(), bool)
+        self.assertIsInstance(nanosrv.http2_available(), bool)
         self.assertEqual(nanosrv.version(), "1.5.0")
 
 

@@ -93,7 +93,7 @@ static void start(nsv__loop *l, nsv__conn *c, acc_slot *e, int64_t now_us)
     e->time_ms = wall_ms();
     e->bytes_in = e->bytes_out = 0;
     e->mlen = e->tlen = e->ulen = e->rlen = 0;
-    e->flags = (c->http10 ? NSV_EVF_HTTP10 : 0) | (c->head ? NSV_EVF_HEAD : 0) |
+    e->flags = (c->http10 ? NSV_EVF_HTTP10 : 0) | (c->head ? NSV_EVF_HEAD : 0) | (c->h2s ? NSV_EVF_HTTP2 : 0) |
                (nsv__conn_info_flags(c) & (NSV_EVF_TLS | NSV_EVF_PROXY));
     (void)l;
 }

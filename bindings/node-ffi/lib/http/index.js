@@ -456,7 +456,9 @@ P._commit = function _commit() {
     });
   }
   this._lines = lines;
-  this._header = 'HTTP/' + this.req.httpVersion + ' ' + code + ' ' + this.statusMessage + '\r\n' + lines + '\r\n';
+  // (an HTTP/2 stream's head is written as HTTP/1.1 too: the library frames it)
+  const hv = this.req.httpVersion === '1.0' ? '1.0' : '1.1';
+  this._header = 'HTTP/' + hv + ' ' + code + ' ' + this.statusMessage + '\r\n' + lines + '\r\n';
   this.headersSent = true;
 };
 
@@ -945,8 +947,8 @@ class Server extends EventEmitter {
     msg.url = nreq.url;
     const v = nreq.httpVersion;
     msg.httpVersion = v;
-    msg.httpVersionMajor = 1;
-    msg.httpVersionMinor = v === '1.0' ? 0 : 1;
+    msg.httpVersionMajor = v === '2.0' ? 2 : 1;
+    msg.httpVersionMinor = v === '1.1' ? 1 : 0;
     const raw = rawHeaders(nreq._str(nreq._ho, nreq._hl));
     msg._addHeaderLines(raw, raw.length);
     const res = new ServerResponse(msg, socket, this);

@@ -6,7 +6,7 @@ from urllib.parse import quote, urlsplit
 
 from .. import aio
 from .._ffi import has
-from .._message import (BODY, BODY_LEN, EVF_HTTP10, EVF_PROXY, EVF_STREAM_BODY, EVF_UPGRADE, FLAGS, HEADERS,
+from .._message import (BODY, BODY_LEN, EVF_HTTP10, EVF_HTTP2, EVF_PROXY, EVF_STREAM_BODY, EVF_UPGRADE, FLAGS, HEADERS,
                         HEADERS_LEN, METHOD, METHOD_LEN, PATH, PATH_LEN, PEER, PEER_LEN, PEER_PORT, QUERY, QUERY_LEN,
                         TLS, TLS_LEN)
 from ..ops import proxy_info
@@ -254,7 +254,8 @@ class _Listener:
             if flags & EVF_UPGRADE:
                 return self._websocket(conn, a, e, path, raw_path, qs, headers, client,
                                        "1.0" if flags & EVF_HTTP10 else "1.1")
-        scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.0" if flags & EVF_HTTP10 else "1.1",
+        scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"},
+                 "http_version": "2" if flags & EVF_HTTP2 else "1.0" if flags & EVF_HTTP10 else "1.1",
                  "server": self.server, "client": client, "scheme": self.scheme, "method": method,
                  "root_path": srv.root_path, "path": path, "raw_path": raw_path, "query_string": qs,
                  "headers": headers}

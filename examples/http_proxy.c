@@ -5,9 +5,10 @@
  *              [--max-body BYTES] [--connect-timeout-ms N] [--head-timeout-ms N]
  *              [--read-timeout-ms N] [--request-timeout-ms N] [--idle-timeout-ms N]
  *              [--conns-per-origin N] [--pool-idle-ms N] [--host-header client|upstream]
- *              [--ca FILE] [--insecure]
+ *              [--ca FILE] [--insecure] [--http2]
  *
- * --to may be https:// (certificate and name verified against --ca, default
+ * --http2 also takes h2c clients (prior knowledge and Upgrade: h2c) on the
+ * listening port; upstream requests stay HTTP/1.1. --to may be https:// (certificate and name verified against --ca, default
  * the system bundle; --insecure turns that off). --listen 0 picks a port;
  * "listening on PORT" is printed once ready. SIGTERM/SIGINT drain (5 s).
  * The rules (which headers cross, what is added, the error statuses,
@@ -535,7 +536,7 @@ static int set_int(const char *flag, int opt, const char *v)
 int main(int argc, char **argv)
 {
     const char *listen_port = NULL, *to = NULL, *bind = "0.0.0.0", *ca = NULL;
-    int workers = 0, insecure = 0;
+    int workers = 0, insecure = 0, http2 = 0;
     static const struct { const char *flag; int opt; } iopts[] = {
         {"--max-body", NSV_OPT_MAX_BODY},
         {"--connect-timeout-ms", NSV_OPT_CONNECT_TIMEOUT_MS},
@@ -551,6 +552,7 @@ int main(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int used = 1;
         if (!strcmp(argv[i], "--insecure")) insecure = 1, used = 0;
+        else if (!strcmp(argv[i], "--http2")) http2 = 1, used = 0;
         else if (v && !strcmp(argv[i], "--listen")) listen_port = v;
         else if (v && !strcmp(argv[i], "--to")) to = v;
         else if (v && !strcmp(argv[i], "--bind")) bind = v;
@@ -578,7 +580,7 @@ int main(int argc, char **argv)
                         "       [--max-body BYTES] [--connect-timeout-ms N] [--head-timeout-ms N]\n"
                         "       [--read-timeout-ms N] [--request-timeout-ms N] [--idle-timeout-ms N]\n"
                         "       [--conns-per-origin N] [--pool-idle-ms N] [--host-header client|upstream]\n"
-                        "       [--ca FILE] [--insecure]\n", argv[0]);
+                        "       [--ca FILE] [--insecure] [--http2]\n", argv[0]);
         return 2;
     }
     /* scheme://authority, the path of every request is appended */
@@ -616,6 +618,10 @@ int main(int argc, char **argv)
     }
     if (insecure)
         nsv_set_int(srv, NSV_OPT_TLS_VERIFY_SERVER, 0);
+    if (http2 && nsv_set_int(srv, NSV_OPT_HTTP2, NSV_H2_PRIOR | NSV_H2_UPGRADE) < 0) {
+        fprintf(stderr, "http-proxy: --http2: %s\n", nsv_last_error_detail(srv));
+        return 2;
+    }
     char url[128];
     snprintf(url, sizeof url, strchr(bind, ':') ? "http://[%s]:%s" : "http://%s:%s", bind, listen_port);
     int lid = nsv_listen(srv, url, strlen(url));

@@ -62,6 +62,8 @@ static nsv__h2s *stream_new(nsv__h2 *h, int32_t id)
 /* Append to a plain growable string (pseudo-headers, cookies). */
 static int grow_put(nsv__h2 *h, char **p, uint32_t *len, uint32_t *cap, const void *d, size_t n)
 {
+    if (!n)
+        return 0;
     if (*len + n > *cap) {
         uint32_t nc = *cap ? *cap : 128;
         while (nc < *len + n)

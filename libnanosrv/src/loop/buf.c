@@ -113,6 +113,8 @@ int nsv__buf_reserve(nsv__loop *l, nsv__buf *b, size_t extra)
 
 int nsv__buf_append(nsv__loop *l, nsv__buf *b, const void *p, size_t n)
 {
+    if (!n) /* (an empty buffer has no memory: nothing to point into) */
+        return 0;
     int r = nsv__buf_reserve(l, b, n);
     if (r)
         return r;

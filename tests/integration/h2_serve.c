@@ -286,6 +286,22 @@ static void single_loop(void)
     is_mem(find(&c, a)->body, find(&c, a)->blen, "first", "stream a got its answer");
     is_mem(find(&c, b)->body, find(&c, b)->blen, "second", "stream b got its answer");
 
+    /* a Host that names another authority is malformed (RFC 9113 8.3.1) */
+    nghttp2_nv other[1] = {NV("host", "elsewhere.test")};
+    int32_t bh = h2_req(&c, "GET", "/host", other, 1, NULL);
+    int saw = 0;
+    for (int round = 0; round < 300 && !find(&c, bh)->closed; round++) {
+        int n = step(s, &c, 10);
+        for (int i = 0; i < n; i++)
+            saw |= evs[i].type == NSV_EV_REQUEST;
+    }
+    is_int(find(&c, bh)->status, 400, "Host differing from :authority: 400");
+    ok(!saw, "and the host never sees it");
+    nghttp2_nv same[1] = {NV("host", "H2.Test")};
+    h2_req(&c, "GET", "/host2", same, 1, NULL);
+    is_int(wait_requests(s, &c, e, 1), 1, "a Host equal to :authority (any case) is fine");
+    nsv_reply(s, e[0].conn, 204, NULL, 0, NULL, 0);
+
     /* nsv_ws_upgrade: an HTTP/2 request is never an upgrade (HTTP/1.1 only) */
     h2_req(&c, "GET", "/ws", NULL, 0, NULL);
     is_int(wait_requests(s, &c, e, 1), 1, "ws: request");
@@ -416,7 +432,7 @@ static void single_loop(void)
     uint64_t m[NSV_M_COUNT];
     nsv_metrics(s, m, NSV_M_COUNT);
     is_int((long long)m[NSV_M_H2_CONNS], 3, "NSV_M_H2_CONNS counts the three sessions");
-    is_int((long long)m[NSV_M_H2_STREAMS], 9, "NSV_M_H2_STREAMS counts the nine streams");
+    is_int((long long)m[NSV_M_H2_STREAMS], 11, "NSV_M_H2_STREAMS counts the eleven streams");
     is_int((long long)m[NSV_M_CONNS_ACTIVE], 2, "NSV_M_CONNS_ACTIVE: the open sessions, not their streams");
     /* freed with streams in progress (ASan checks the teardown) */
     h2_req(&c, "GET", "/left", NULL, 0, NULL);

@@ -55,6 +55,7 @@ struct nsv__h2s {
     uint8_t line_done;      /* the request line is written */
     uint8_t has_cl;         /* content-length was sent */
     uint8_t too_big;
+    uint8_t bad_host;       /* a Host header that is not :authority */
     uint8_t chunked_req;    /* the body is framed as chunked for the HTTP layer */
     uint8_t req_end;        /* END_STREAM seen */
     uint8_t gone;           /* nghttp2 closed it, or the session ends: no more frames */

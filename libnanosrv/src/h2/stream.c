@@ -9,6 +9,7 @@
 
 #ifdef NSV_WITH_NGHTTP2
 #include "../http/http.h"
+#include "../http/answer.h"
 #include "../http/resp_parse.h"
 #include "../loop/metrics.h"
 #include <errno.h>
@@ -149,8 +150,13 @@ int nsv__h2s_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *
             return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
         return 0;
     }
-    if (nlen == 4 && !memcmp(n, "host", 4) && s->a_len)
-        return 0; /* :authority already gave it (RFC 9113 8.3.1) */
+    if (nlen == 4 && !memcmp(n, "host", 4) && s->a_len) {
+        /* :authority already gave it; a Host naming another is malformed
+         * (RFC 9113 8.3.1): answered 400 */
+        if (vlen != s->a_len || strncasecmp(v, s->pseudo + s->a_off, vlen) != 0)
+            s->bad_host = 1;
+        return 0;
+    }
     if (nlen == 14 && !memcmp(n, "content-length", 14))
         s->has_cl = 1;
     if (put(h, s, n, nlen) | put(h, s, ": ", 2) | put(h, s, v, vlen) | put(h, s, "\r\n", 2))
@@ -207,9 +213,10 @@ static void end_headers(nsv__h2 *h, nsv__h2s *s, int end_stream)
         nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
         return;
     }
-    if (s->too_big) { /* as HTTP/1.1 answers a head over the limit */
+    if (s->too_big || s->bad_host) { /* as HTTP/1.1 answers a head over the limit, or a bad one */
         nsv__buf_release(h->l, &c->in);
-        nsv__error_reply(h->l, c, 431);
+        nsv__answer_refused(h->l, s->too_big ? 431 : 400);
+        nsv__error_reply(h->l, c, s->too_big ? 431 : 400);
     }
 }
 

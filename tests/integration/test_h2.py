@@ -6,12 +6,10 @@ bodies with and without content-length, trailers, flow control both ways,
 multi-MiB replies paced by the client's window). Statuses and bodies are
 compared with the same server's HTTP/1.1 answers; --no-http2 turns it off.
 Certificates are made with the openssl command in a temporary directory."""
-import ctypes
 import hashlib
 import json
 import os
 import random
-import re
 import shutil
 import socket
 import ssl
@@ -21,28 +19,12 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from nsvtest import ok, eq, done, Server, BUILD  # noqa: E402
+from nsvtest import ok, eq, done, Server, BUILD, skip_without_http2  # noqa: E402
 
 ECHO = os.path.join(BUILD, "echo-server")
 
 
-def http2_available():
-    """What the build's config records (a sanitizer build's library cannot be
-    loaded into this interpreter), else nsv_http2_available() of its library."""
-    try:
-        with open(os.path.join(BUILD, "config")) as f:
-            return "HTTP2=nghttp2\n" in f.read()
-    except OSError:
-        pass
-    try:
-        return ctypes.CDLL(os.path.join(BUILD, "libnanosrv.so.1")).nsv_http2_available() == 1
-    except (OSError, AttributeError):
-        return False
-
-
-if not http2_available():
-    print("1..0 # SKIP the library is built without HTTP/2 (nghttp2)")
-    sys.exit(0)
+skip_without_http2()
 try:
     import h2.config
     import h2.connection

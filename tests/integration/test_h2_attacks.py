@@ -6,7 +6,6 @@ nothing, a zero-window stall on a big reply, and bad prefaces. Each attack
 must end in the answer the protocol prescribes while the server's memory
 stays bounded and other clients are served. Every loop is bounded in count
 and time; nothing measures speed."""
-import ctypes
 import os
 import shutil
 import socket
@@ -17,28 +16,12 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from nsvtest import ok, eq, done, Server, BUILD  # noqa: E402
+from nsvtest import ok, eq, done, Server, BUILD, skip_without_http2  # noqa: E402
 
 ECHO = os.path.join(BUILD, "echo-server")
 
 
-def http2_available():
-    """What the build's config records (a sanitizer build's library cannot be
-    loaded into this interpreter), else nsv_http2_available() of its library."""
-    try:
-        with open(os.path.join(BUILD, "config")) as f:
-            return "HTTP2=nghttp2\n" in f.read()
-    except OSError:
-        pass
-    try:
-        return ctypes.CDLL(os.path.join(BUILD, "libnanosrv.so.1")).nsv_http2_available() == 1
-    except (OSError, AttributeError):
-        return False
-
-
-if not http2_available():
-    print("1..0 # SKIP the library is built without HTTP/2 (nghttp2)")
-    sys.exit(0)
+skip_without_http2()
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = range(10)

@@ -15,9 +15,11 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from nsvtest import ok, eq, done  # noqa: E402
+from nsvtest import ok, eq, done, skip_without_http2  # noqa: E402
 from lbtest import Echo  # noqa: E402
 from devtools import DevTools, WAIT, start_chromium, stop  # noqa: E402
+
+skip_without_http2()
 
 try:
     import websockets

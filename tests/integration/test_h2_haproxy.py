@@ -15,8 +15,10 @@ import tempfile
 import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from nsvtest import ok, eq, done  # noqa: E402
+from nsvtest import ok, eq, done, skip_without_http2  # noqa: E402
 from lbtest import Echo, HAProxy, free_port, have  # noqa: E402
+
+skip_without_http2()
 
 tmp = tempfile.mkdtemp(prefix="nsv-h2-haproxy-")
 procs = []

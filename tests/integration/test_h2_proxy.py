@@ -11,8 +11,10 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from nsvtest import ok, eq, done, Server, BUILD  # noqa: E402
+from nsvtest import ok, eq, done, Server, BUILD, skip_without_http2  # noqa: E402
 from proxy_upstream import proxy  # noqa: E402
+
+skip_without_http2()
 
 tmp = tempfile.mkdtemp(prefix="nsv-h2-proxy-")
 up = Server([os.path.join(BUILD, "echo-server"), "--port", "0", "--no-http2"])

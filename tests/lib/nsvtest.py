@@ -83,6 +83,29 @@ class Server:
         self.stop()
 
 
+def http2_built():
+    """Whether the build under test has HTTP/2: what its config records (a
+    sanitizer build's library cannot be loaded into this interpreter), else
+    nsv_http2_available() of its library."""
+    try:
+        with open(os.path.join(BUILD, "config")) as f:
+            return "HTTP2=nghttp2\n" in f.read()
+    except OSError:
+        pass
+    try:
+        import ctypes
+        return ctypes.CDLL(os.path.join(BUILD, "libnanosrv.so.1")).nsv_http2_available() == 1
+    except (OSError, AttributeError):
+        return False
+
+
+def skip_without_http2():
+    """A TAP skip_all (exit 0) when the build has no HTTP/2."""
+    if not http2_built():
+        print("1..0 # SKIP the library is built without HTTP/2 (nghttp2)")
+        sys.exit(0)
+
+
 def echo_server(*args, threads=None):
     argv = [os.path.join(BUILD, "echo-server"), "--port", "0"]
     t = threads if threads is not None else os.environ.get("NSV_THREADS")

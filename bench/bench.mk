@@ -8,18 +8,23 @@ BENCH_CFLAGS := -O2 -Wall -Wextra -Werror
 BENCH_TOOLS  := $(BENCH_BIN)/ceiling $(BENCH_BIN)/ws_load $(BENCH_BIN)/tcp_load $(BENCH_BIN)/mhd_server
 BENCH_ARGS   ?=
 # Debian packages for the load tools and the peer servers; the last two lines are
-# the Python app cases' frameworks and reference servers (bench/METHOD.md).
+# the Python app cases' frameworks and reference servers (bench/METHOD.md), then
+# h2load and h2o for the HTTP/2 case and openssl for the handshakes.
 BENCH_PKGS   := build-essential util-linux procps wrk nginx \
                 libmicrohttpd-dev luajit python3 gunicorn python3-flask uvicorn python3-websockets \
                 python3-cffi python3-fastapi python3-starlette python3-multipart python3-django \
-                python3-uvicorn python3-uvloop python3-httptools python3-hypercorn python3-wsproto
+                python3-uvicorn python3-uvloop python3-httptools python3-hypercorn python3-wsproto \
+                nghttp2-client h2o openssl
 
-.PHONY: bench bench-quick bench-deps bench-tools bench-tcp bench-proxy bench-lb
+.PHONY: bench bench-quick bench-deps bench-tools bench-tcp bench-proxy bench-lb bench-ws-deflate
 
 bench: lib examples bench-tools
 	$(PYTHON) bench/run.py --out $(BUILD) $(BENCH_ARGS)
 	$(PYTHON) bench/tcp_bench.py --out $(BUILD)
 	$(PYTHON) bench/proxy_bench.py --out $(BUILD)
+	$(PYTHON) bench/h2_bench.py --out $(BUILD) $(H2_BENCH_ARGS)
+	$(PYTHON) bench/tls_handshake.py --out $(BUILD) $(TLS_BENCH_ARGS)
+	node bench/ws_deflate_bench.js --build $(BUILD) $(WS_DEFLATE_BENCH_ARGS)
 	RUNS=$(LB_BENCH_RUNS) SECS=$(LB_BENCH_SECS) sh bench/lb.sh $(BUILD)
 
 # wrk -> echo-server direct vs through HAProxy (send-proxy-v2), and the cost
@@ -37,6 +42,12 @@ bench-proxy: lib examples bench-tools
 # each binding's examples/tcp_echo against its baseline (bench/METHOD.md).
 bench-tcp: lib examples bench-tools
 	$(PYTHON) bench/tcp_bench.py --out $(BUILD)
+
+# Compressed WebSocket echo (permessage-deflate): echo-server vs a Node `ws`
+# server, the same Node `ws` client (bench/METHOD.md "ws-deflate").
+WS_DEFLATE_BENCH_ARGS ?=
+bench-ws-deflate: lib examples | bench-deps
+	node bench/ws_deflate_bench.js --build $(BUILD) $(WS_DEFLATE_BENCH_ARGS)
 
 bench-quick: lib examples bench-tools
 	$(PYTHON) bench/run.py --quick --out $(BUILD) $(BENCH_ARGS)
@@ -94,3 +105,19 @@ bench-client: lib examples $(BENCH_BIN)/client_bench
 $(BENCH_BIN)/client_bench: bench/client_bench.c $(BUILD)/$(SONAME) $(BUILD)/libnanosrv.so
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -Ilibnanosrv/include -o $@ $< -L$(BUILD) -lnanosrv -Wl,-rpath,'$$ORIGIN/..' -pthread
+
+# TLS handshakes/s, full and resumed, ECDSA P-256 and RSA-2048: echo-server
+# against nginx on the same certificate and cipher suite (bench/METHOD.md "tls").
+#   make bench-tls TLS_BENCH_ARGS="--rounds 5 --certs ecdsa --modes new,reuse"
+TLS_BENCH_ARGS ?=
+# HTTP/2: h2load -c 20 -m 16 over h2c and h2 against nginx, h2o and echo-server
+# (bench/METHOD.md "h2"); echo-server's rows say n/a when it has no HTTP/2.
+#   make bench-h2 H2_BENCH_ARGS="--rounds 5 --transports h2"
+H2_BENCH_ARGS ?=
+.PHONY: bench-tls bench-h2
+
+bench-tls: lib examples
+	$(PYTHON) bench/tls_handshake.py --out $(BUILD) $(TLS_BENCH_ARGS)
+
+bench-h2: lib examples
+	$(PYTHON) bench/h2_bench.py --out $(BUILD) $(H2_BENCH_ARGS)

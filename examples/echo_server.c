@@ -7,11 +7,11 @@
  *               [--cert FILE --key FILE [--ca FILE | --ca-optional FILE]]
  *               [--static DIR] [--proxy-protocol] [--proxy-from CIDRS]
  *               [--allow CIDRS] [--deny CIDRS] [--access-log common|combined|json]
- *               [--drain-ms N] [--no-metrics-latency] [--help]
+ *               [--drain-ms N] [--no-metrics-latency] [--no-ws-deflate] [--help]
  *
  * Prints "listening on PORT" once ready. POST|PUT /echo answers the body
- * byte for byte; /ws is a WebSocket echo (messages up to 16 MiB, no
- * extensions); POST /upload parses a multipart/form-data body while it
+ * byte for byte; /ws is a WebSocket echo (messages up to 16 MiB,
+ * permessage-deflate when the client offers it, unless --no-ws-deflate); POST /upload parses a multipart/form-data body while it
  * streams in and answers one JSON object per part (name, filename,
  * content_type, size, sha256; lib/upload.h); GET /sse?n=N streams N
  * server-sent events with data "0" ... "N-1" and ends (N up to ten million,
@@ -286,6 +286,7 @@ static const char usage[] =
     "       [--cert FILE --key FILE [--ca FILE | --ca-optional FILE]]\n"
     "       [--static DIR] [--proxy-protocol] [--proxy-from CIDRS] [--allow CIDRS] [--deny CIDRS]\n"
     "       [--access-log common|combined|json] [--drain-ms N] [--no-metrics-latency] [--no-http2]\n"
+    "       [--no-ws-deflate]\n"
     "Without --port or --listen-fd it serves the sockets of systemd socket activation\n"
     "(LISTEN_FDS) when there are some, else port 8080.\n";
 
@@ -311,6 +312,7 @@ int main(int argc, char **argv)
     int port = 8080, threads = 0, routes = 0, callback = 0, verify = 0, handoff = 0;
     int port_given = 0, listen_fd = -1, proxy = 0, reuseport = 0, no_latency = 0, no_http2 = 0;
     const char *cert = NULL, *key = NULL, *ca = NULL, *static_dir = NULL;
+    int no_ws_deflate = 0;
     const char *lists[3] = {NULL, NULL, NULL}; /* --proxy-from, --allow, --deny */
     struct { const char *flag, *opt, *val; } opts[] = {
         {"--request-timeout-ms", "request_timeout_ms", NULL}, {"--idle-timeout-ms", "idle_timeout_ms", NULL},
@@ -335,6 +337,10 @@ int main(int argc, char **argv)
         }
         if (!strcmp(argv[i], "--reuseport")) {
             reuseport = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--no-ws-deflate")) {
+            no_ws_deflate = 1;
             continue;
         }
         if (!strcmp(argv[i], "--no-metrics-latency")) {
@@ -386,6 +392,8 @@ int main(int argc, char **argv)
         nsv_set_int(srv, NSV_OPT_METRICS_LATENCY, 0);
     if (access_fmt)
         nsv_set_int(srv, NSV_OPT_ACCESS_LOG, 4096);
+    if (!no_ws_deflate) /* permessage-deflate on /ws; NSV_ENOTSUP without zlib: plain */
+        nsv_set_int(srv, NSV_OPT_WS_DEFLATE, 1);
     /* HTTP/2 when the library has it: h2c (prior knowledge and Upgrade) on
      * the plain port, h2 by ALPN on the TLS port. */
     if (!no_http2 && nsv_http2_available())

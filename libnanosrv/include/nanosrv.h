@@ -382,16 +382,30 @@ enum nsv_option {
                                        an expired entry, else the one stored longest ago (to
                                        the second) makes room; lookups scan it, so keep it in
                                        the thousands. Since 1.5. */
-    NSV_OPT_WS_DEFLATE = 48,        /* WebSocket permessage-deflate (RFC 7692), negotiated when
-                                       a client offers it: 0 (default) off, 1 on. Reserved:
-                                       1.5.0 does not implement it yet and answers 1 with
-                                       NSV_ENOTSUP; the two options below are stored and
-                                       unused until then. Since 1.5. */
+    NSV_OPT_WS_DEFLATE = 48,        /* WebSocket permessage-deflate (RFC 7692): 0 (default)
+                                       off, 1 on: an upgrade takes the first acceptable offer
+                                       of the client's Sec-WebSocket-Extensions (one with an
+                                       unknown, repeated or bad parameter is declined, never
+                                       failed) and answers it, unless the host's own
+                                       nsv_ws_upgrade headers carry that field; WS_OPEN then
+                                       has NSV_EVF_DEFLATE. Received messages are inflated
+                                       before WS_MESSAGE, counted against
+                                       NSV_OPT_WS_MAX_MESSAGE as they inflate (1009), corrupt
+                                       data 1007; sends at least _MIN_SIZE long are compressed.
+                                       NSV_ENOTSUP in builds without zlib. See
+                                       docs/WEBSOCKET.md. Since 1.5. */
     NSV_OPT_WS_DEFLATE_MIN_SIZE = 49, /* messages shorter than this are sent uncompressed,
                                        default 64. Since 1.5. */
-    NSV_OPT_WS_DEFLATE_WINDOW_BITS = 50 /* largest LZ77 window (8..15) the server uses and
-                                       accepts (server_max_window_bits), default 15; smaller
-                                       windows bound memory per connection. Since 1.5. */
+    NSV_OPT_WS_DEFLATE_WINDOW_BITS = 50 /* largest LZ77 window (8..15), default 15: the
+                                       server's (server_max_window_bits, at most the offer's)
+                                       and the one it chooses for a client offering
+                                       client_max_window_bits (never 8); a client that offers
+                                       no limit uses 15. Memory per connection, made at the
+                                       first compressed message each way: deflate about
+                                       1 << (bits + 3) bytes (memLevel bits - 7), inflate
+                                       1 << bits + 7 KiB. A server window of 8 sends every
+                                       message uncompressed (zlib has no 256-byte raw
+                                       deflate). Since 1.5. */
 };
 
 /* NSV_OPT_HTTP2 bits. Since 1.5. */

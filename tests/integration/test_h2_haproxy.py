@@ -13,6 +13,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from nsvtest import ok, eq, done, skip_without_http2  # noqa: E402
@@ -99,9 +100,15 @@ for t in threads:
     t.join(30)
 eq(errors, [], "40 concurrent clients through HAProxy: every answer right")
 
-log = echo.log()
-h2_lines = [l for l in log if " HTTP/2.0\"" in l]
-h1_lines = [l for l in log if " HTTP/1.1\"" in l]
+# echo-server writes its access log from a timer: wait for the lines (bounded)
+deadline = time.monotonic() + 10
+while True:
+    log = echo.log()
+    h2_lines = [l for l in log if " HTTP/2.0\"" in l]
+    h1_lines = [l for l in log if " HTTP/1.1\"" in l]
+    if (len(h2_lines) >= 44 and len(h1_lines) >= 4) or time.monotonic() > deadline:
+        break
+    time.sleep(0.1)
 ok(len(h2_lines) >= 44, "echo-server logged the proxied requests as HTTP/2.0 (%d lines)" % len(h2_lines))
 ok(len(h1_lines) >= 4, "and the direct ones as HTTP/1.1 (%d lines)" % len(h1_lines))
 finish()

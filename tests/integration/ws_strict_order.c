@@ -1,8 +1,10 @@
 /* ws_strict_order.c - a legal message and a protocol violation in the same
  * read: the host gets the message and one turn to answer it, and its answer
  * reaches the wire before the close frame (1002 for a reserved opcode, 1007
- * for bad UTF-8). Single loop (nsv_poll) and sharded (callbacks on the
- * workers). */
+ * for bad UTF-8). Single loop (nsv_poll), sharded with callbacks on the
+ * workers, and sharded in pull mode (nsv_poll from this thread: there the
+ * host's turn is its next poll, not the worker's next iteration, which
+ * comes at once). */
 #include "tap.h"
 #include "nsvnet.h"
 #include <stdatomic.h>
@@ -39,7 +41,7 @@ static void run(const char *how, nsv_server *s, int bad_b0, const char *bad, siz
     int port;
     http_listen(s, &port);
     nsv_route(s, "GET", 3, "/ws", 3, 1, NSV_ROUTE_WEBSOCKET);
-    int push = strncmp(how, "sharded", 7) == 0;
+    int push = strncmp(how, "sharded,", 8) == 0;
     atomic_store(&cb_open, 0);
     atomic_store(&cb_echoed, 0);
     atomic_store(&cb_sent, -1);
@@ -90,8 +92,8 @@ static void run(const char *how, nsv_server *s, int bad_b0, const char *bad, siz
 
 int main(void)
 {
-    for (int sh = 0; sh < 2; sh++) {
-        const char *how = sh ? "sharded" : "single loop";
+    for (int sh = 0; sh < 3; sh++) {
+        const char *how = sh == 2 ? "sharded pull" : sh ? "sharded" : "single loop";
         char h[64];
         nsv_server *s = sh ? nsv_server_new_sharded(2) : nsv_server_new();
         snprintf(h, sizeof h, "%s, reserved opcode", how);

@@ -65,6 +65,8 @@ int nsv__conn_op(nsv__loop *l, const nsv__cmd *k)
             return NSV_ESTATE; /* nsv_continue with no request waiting */
         if (c->proto == &nsv__proto_http)
             nsv__http_continue(l, c, (int)arg);
+        else if (c->proto == &nsv__proto_ws) /* a failure waiting for the host's poll */
+            nsv__ws_turn(l, c);
         return NSV_OK;
     case NSV__OP_WS_UPGRADE:
         return nsv__ws_accept(l, c, h, hlen);

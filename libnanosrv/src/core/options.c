@@ -1,5 +1,6 @@
 /* options.c - the integer option table: ids, names, ranges, storage. */
 #include "server.h"
+#include "../ws/deflate.h"
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -126,11 +127,9 @@ int nsv_set_int(nsv_server *s, int opt, int64_t v)
     if (opt == NSV_OPT_HTTP2 && v > 0 && !nsv_http2_available())
         return nsv__set_detail(s, NSV_ENOTSUP, "option http2: this libnanosrv was built without nghttp2 "
                                "(install libnghttp2-dev and rebuild)");
-    /* Declared with 1.5's contract, not built yet: a host that asks for it
-     * learns so, instead of an option that is stored and does nothing. */
-    if (opt == NSV_OPT_WS_DEFLATE && v > 0)
-        return nsv__set_detail(s, NSV_ENOTSUP, "option ws_deflate: permessage-deflate is not implemented in "
-                               "libnanosrv %s yet; WebSocket messages go uncompressed", NSV_VERSION_STRING);
+    if (opt == NSV_OPT_WS_DEFLATE && v > 0 && !nsv__pmd_available())
+        return nsv__set_detail(s, NSV_ENOTSUP, "option ws_deflate: this libnanosrv was built without zlib "
+                               "(install zlib1g-dev and rebuild)");
     if (opt == NSV_OPT_GZIP_MIN_SIZE && v > 0 && !nsv__gzip_available())
         return nsv__set_detail(s, NSV_ENOTSUP, "option gzip_min_size: this libnanosrv was built without zlib "
                                "(install zlib1g-dev and rebuild)");

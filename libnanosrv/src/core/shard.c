@@ -402,7 +402,11 @@ void nsv__shard_stop(nsv_server *s)
  * NSV__OP_CONTINUE, queued behind whatever the host answered meanwhile
  * (an answer turns the 100 off). Beyond 512 such requests in one batch
  * the rest get no 100 Continue; clients send the body after their own
- * wait (curl: 1 s). Called with qlock held. */
+ * wait (curl: 1 s). Called with qlock held.
+ * WebSockets use the same list: a connection whose violation must wait
+ * until the host answered the messages before it is put here by its
+ * worker (ws/ws_conn.c, fail_soon) and fails at the second
+ * NSV__OP_CONTINUE it gets (nsv__ws_turn). */
 #define CONT_DUE 512
 static uint32_t cont_take(nsv__loop *l, uint64_t *due)
 {

@@ -141,7 +141,7 @@ static int emit_request(nsv__loop *l, nsv__conn *c, const char *data, const nsv_
                 (c->http10 ? NSV_EVF_HTTP10 : 0) | (c->body_need < 0 ? NSV_EVF_CHUNKED : 0) |
                 ((r.flags & NSV__RF_UPGRADE_WS) ? NSV_EVF_UPGRADE : 0) |
                 (c->eof_seen ? NSV_EVF_EOF : 0) | (stream ? NSV_EVF_STREAM_BODY : 0) |
-                (c->h2s ? NSV_EVF_HTTP2 : 0);
+                (c->h2s ? NSV_EVF_HTTP2 : 0) | (ws_route && nsv__ws_deflate_agreed(s, c) ? NSV_EVF_DEFLATE : 0);
     ev->method_len = (uint32_t)r.method_len;
     ev->method_off = put(d, &off, r.method, r.method_len);
     ev->path_len = (uint32_t)r.path_len;

@@ -121,6 +121,7 @@ struct nsv__conn {
     uint8_t ws_key_len;
     uint16_t ws_check;      /* upgrade request: 1 valid, else the status to answer */
     char ws_key[24];        /* Sec-WebSocket-Key of a valid upgrade request */
+    uint16_t ws_pmd;        /* its permessage-deflate offer agreed to, packed (ws/deflate.h) */
     int32_t route;          /* route of the current request / WebSocket */
     struct nsv__ws *ws;     /* WebSocket state once upgraded */
     void *tls;              /* TLS session (tls/), NULL for plain TCP */
@@ -249,8 +250,9 @@ struct nsv__loop {
     int host_turns;         /* another thread takes the events (pull mode): a request's
                                "one turn" is that thread's next poll, not this loop's */
     /* Under qlock: connections whose REQUEST (streamed body, Expect:
-     * 100-continue) the host took in its last poll; its next poll sends
-     * them NSV__OP_CONTINUE (core/shard.c). */
+     * 100-continue) the host took in its last poll, or WebSockets whose
+     * failure waits for the host to answer what came before it (ws_conn.c);
+     * its next poll sends them NSV__OP_CONTINUE (core/shard.c). */
     uint64_t cont_ids[256];
     uint32_t cont_n;
     pthread_mutex_t cmdlock;

@@ -11,11 +11,15 @@
 /* Opcodes 0-2 and 8-10 are defined; the rest are reserved. */
 static int opcode_known(unsigned op) { return op <= 0x2 || (op >= 0x8 && op <= 0xA); }
 
-/* Checks what byte 0 alone decides: RSV bits, opcode, FIN on control. */
-static int check_byte0(uint8_t b0)
+/* Checks what byte 0 alone decides: RSV bits, opcode, FIN on control.
+ * rsv1_ok: permessage-deflate is on, so RSV1 may mark the first frame of a
+ * data message (TEXT or BINARY; never a continuation or control frame). */
+static int check_byte0(uint8_t b0, int rsv1_ok)
 {
     unsigned op = b0 & 0x0F;
-    if ((b0 & 0x70) || !opcode_known(op))
+    if ((b0 & 0x30) || !opcode_known(op))
+        return ERR_PROTO;
+    if ((b0 & 0x40) && !(rsv1_ok && (op == NSV__WS_TEXT || op == NSV__WS_BINARY)))
         return ERR_PROTO;
     if (nsv__ws_is_control((int)op) && !(b0 & 0x80))
         return ERR_PROTO; /* control frames must not be fragmented */
@@ -23,11 +27,11 @@ static int check_byte0(uint8_t b0)
 }
 
 /* masked: what the peer must do (1: frames from a client, 0: from a server). */
-static int parse_header(const uint8_t *buf, size_t len, nsv__ws_frame *f, int masked)
+static int parse_header(const uint8_t *buf, size_t len, nsv__ws_frame *f, int masked, int rsv1_ok)
 {
     if (len < 1)
         return 0;
-    if (check_byte0(buf[0]) < 0)
+    if (check_byte0(buf[0], rsv1_ok) < 0)
         return ERR_PROTO;
     if (len < 2)
         return 0;
@@ -58,18 +62,24 @@ static int parse_header(const uint8_t *buf, size_t len, nsv__ws_frame *f, int ma
         memset(f->key, 0, 4);
     f->opcode = (uint8_t)op;
     f->fin = (uint8_t)(buf[0] >> 7);
+    f->rsv1 = (uint8_t)((buf[0] >> 6) & 1);
     f->hlen = (uint8_t)hlen;
     return (int)hlen;
 }
 
 int nsv__ws_parse_header(const uint8_t *buf, size_t len, nsv__ws_frame *f)
 {
-    return parse_header(buf, len, f, 1);
+    return parse_header(buf, len, f, 1, 0);
+}
+
+int nsv__ws_parse_header_rsv1(const uint8_t *buf, size_t len, nsv__ws_frame *f)
+{
+    return parse_header(buf, len, f, 1, 1);
 }
 
 int nsv__ws_parse_server_header(const uint8_t *buf, size_t len, nsv__ws_frame *f)
 {
-    return parse_header(buf, len, f, 0);
+    return parse_header(buf, len, f, 0, 0);
 }
 
 /* Unmasking. The key byte for payload position i is key[i % 4]. Once p is
@@ -118,7 +128,7 @@ void nsv__ws_unmask(uint8_t *p, size_t n, const uint8_t key[4], size_t offset)
 
 size_t nsv__ws_write_header(uint8_t out[NSV__WS_MAX_HEADER], int fin, int opcode, uint64_t len)
 {
-    out[0] = (uint8_t)((fin ? 0x80 : 0) | (opcode & 0x0F));
+    out[0] = (uint8_t)((fin ? 0x80 : 0) | (opcode & (NSV__WS_RSV1 | 0x0F)));
     if (len <= 125) {
         out[1] = (uint8_t)len;
         return 2;

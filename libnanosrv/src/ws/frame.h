@@ -41,6 +41,9 @@ enum nsv__ws_close_code {
     NSV__WS_INTERNAL = 1011
 };
 
+/* Or'ed into an opcode for nsv__ws_write_header: RSV1 (compressed). */
+#define NSV__WS_RSV1 0x40
+
 /* Largest header: 2 + 8 (64-bit length) + 4 (mask key). */
 #define NSV__WS_MAX_HEADER 14
 /* Control frames carry at most this many payload bytes. */
@@ -54,6 +57,7 @@ typedef struct nsv__ws_frame {
     uint8_t key[4];    /* masking key (client frames are always masked; zero for server frames) */
     uint8_t opcode;    /* enum nsv__ws_opcode */
     uint8_t fin;       /* 1 on the last frame of a message (always for control) */
+    uint8_t rsv1;      /* RSV1: a compressed message (nsv__ws_parse_header_rsv1 only) */
     uint8_t hlen;      /* header length in bytes, 6..14 (server frames 2..10) */
 } nsv__ws_frame;
 
@@ -69,6 +73,13 @@ typedef struct nsv__ws_frame {
  * f is only fully written on success.
  */
 int nsv__ws_parse_header(const uint8_t *buf, size_t len, nsv__ws_frame *f);
+
+/*
+ * The same, with permessage-deflate negotiated: RSV1 is allowed on TEXT and
+ * BINARY frames (f->rsv1 set), still -1002 on continuation and control
+ * frames. RSV2 and RSV3 stay -1002.
+ */
+int nsv__ws_parse_header_rsv1(const uint8_t *buf, size_t len, nsv__ws_frame *f);
 
 /*
  * The same for a frame from a server (read by a client): every rule above
@@ -89,6 +100,7 @@ void nsv__ws_unmask(uint8_t *p, size_t n, const uint8_t key[4], size_t offset);
  * Write an unmasked (server) frame header for a payload of len bytes, using
  * the shortest length encoding. opcode is enum nsv__ws_opcode; fin is 0 or 1.
  * Returns the header length: 2, 4 or 10. out has room for a masked header.
+ * opcode | NSV__WS_RSV1 sets RSV1 (a compressed message, permessage-deflate).
  */
 size_t nsv__ws_write_header(uint8_t out[NSV__WS_MAX_HEADER], int fin, int opcode, uint64_t len);
 

@@ -9,6 +9,7 @@
 #include "../http/http.h"
 #include "../http/answer.h"
 #include "../loop/io.h"
+#include "deflate.h"
 #include "frame.h"
 #include "handshake.h"
 #include "utf8.h"
@@ -29,7 +30,11 @@ typedef struct nsv__ws {
     uint8_t client;      /* our end is the client: frames out masked, frames in unmasked */
     uint8_t rng_pos;     /* client: bytes of rng used (sizeof rng: refill) */
     uint16_t fail_code;  /* a violation was read: the close code sent at the next turn */
+    uint8_t zmsg;        /* the message being read is compressed (RSV1 on its first frame) */
+    uint8_t fail_wait;   /* pull mode: fail_code waits for the host's polls (fail_soon):
+                            1 for the one that hands out the events before it, 2 the next */
     int64_t next_ping;
+    nsv__pmd *pmd;       /* permessage-deflate agreed, else NULL */
     nsv__buf msgbuf;     /* message assembled from pieces or fragments */
     uint8_t rng[128];    /* client: random bytes for masking keys, from getrandom */
 } nsv__ws;
@@ -43,6 +48,28 @@ static const nsv__hdr *find(const nsv__request *r, const char *name, size_t n)
         if (r->headers[i].name_len == n && nsv__strncaseeq(r->headers[i].name, name, n))
             return &r->headers[i];
     return NULL;
+}
+
+/* What the request's permessage-deflate offers agreed to (nsv__pmd_pack),
+ * kept in the connection until the upgrade. */
+static nsv__pmd_cfg offered(const nsv__conn *c)
+{
+    nsv__pmd_cfg cfg;
+    nsv__pmd_unpack(c->ws_pmd, &cfg);
+    return cfg;
+}
+
+/* Sec-WebSocket-Extensions fields in order: the first acceptable offer of
+ * permessage-deflate, negotiated against the widest window (the option's
+ * limit applies at the upgrade, nsv__ws_accept). */
+static void note_offers(nsv__conn *c, const nsv__request *r)
+{
+    nsv__pmd_cfg cfg = {0};
+    for (size_t i = 0; i < r->num_headers; i++)
+        if (r->headers[i].name_len == 24 && nsv__strncaseeq(r->headers[i].name, "sec-websocket-extensions", 24) &&
+            nsv__pmd_negotiate(r->headers[i].value, r->headers[i].value_len, 15, &cfg))
+            break;
+    c->ws_pmd = nsv__pmd_pack(&cfg);
 }
 
 /* Decide at parse time whether the request is a valid RFC 6455 handshake,
@@ -68,6 +95,35 @@ void nsv__ws_check_request(nsv__conn *c, const nsv__request *r)
     memcpy(c->ws_key, key->value, key->value_len);
     c->ws_key_len = (uint8_t)key->value_len;
     c->ws_check = 1;
+    note_offers(c, r);
+}
+
+/* What the upgrade of c agrees to under the server's options: cfg.on 0
+ * when permessage-deflate is off, not offered acceptably, or the host's own
+ * header lines (extra) answer Sec-WebSocket-Extensions. */
+static nsv__pmd_cfg agreed(const nsv_server *s, const nsv__conn *c, const char *extra, size_t elen)
+{
+    nsv__pmd_cfg cfg = offered(c);
+    if (!s->ws_deflate || !nsv__pmd_available() || c->ws_check != 1) {
+        cfg.on = 0;
+        return cfg;
+    }
+    for (size_t i = 0; i + 24 <= elen; i++)
+        if ((i == 0 || extra[i - 1] == '\n') && nsv__strncaseeq(extra + i, "sec-websocket-extensions", 24)) {
+            cfg.on = 0;
+            return cfg;
+        }
+    int max = (int)s->ws_deflate_window_bits;
+    if (cfg.server_bits > max)
+        cfg.server_bits = (uint8_t)max;
+    if (cfg.cmwb && cfg.client_bits > max) /* ours to choose: never 8 (deflate.h) */
+        cfg.client_bits = (uint8_t)(max < 9 ? 9 : max);
+    return cfg;
+}
+
+int nsv__ws_deflate_agreed(const nsv_server *s, const nsv__conn *c)
+{
+    return agreed(s, c, NULL, 0).on;
 }
 
 /* A client frame: copied and masked with a key nobody can predict (RFC
@@ -151,14 +207,22 @@ int nsv__ws_accept(nsv__loop *l, nsv__conn *c, const char *extra, size_t elen)
     }
     nsv__ws *ws = nsv__calloc(&l->srv->alloc, sizeof *ws);
     char accept[NSV__WS_ACCEPT_LEN];
+    nsv__pmd_cfg pc = agreed(l->srv, c, extra, elen);
+    if (ws && pc.on && !(ws->pmd = nsv__pmd_new(&l->srv->alloc, &pc)))
+        pc.on = 0; /* no memory for it: uncompressed, which is always an answer */
     if (!ws || nsv__ws_accept_key(c->ws_key, c->ws_key_len, accept) != 0) {
+        if (ws)
+            nsv__pmd_free(ws->pmd);
         nsv__free(&l->srv->alloc, ws);
         nsv__error_reply(l, c, 503);
         return NSV_ENOMEM;
     }
     static const char head[] = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                                "Connection: Upgrade\r\nSec-WebSocket-Accept: ";
-    if (nsv__buf_reserve(l, &c->out, sizeof head + NSV__WS_ACCEPT_LEN + elen + 4) != 0) {
+    char ext[NSV__PMD_ANSWER_MAX];
+    size_t xlen = pc.on ? nsv__pmd_answer(&pc, ext) : 0;
+    if (nsv__buf_reserve(l, &c->out, sizeof head + NSV__WS_ACCEPT_LEN + xlen + elen + 4) != 0) {
+        nsv__pmd_free(ws->pmd);
         nsv__free(&l->srv->alloc, ws);
         nsv__error_reply(l, c, 503); /* answer (or close): never leave it pending */
         return NSV_ENOMEM;
@@ -170,6 +234,8 @@ int nsv__ws_accept(nsv__loop *l, nsv__conn *c, const char *extra, size_t elen)
     p += NSV__WS_ACCEPT_LEN;
     memcpy(p, "\r\n", 2);
     p += 2;
+    memcpy(p, ext, xlen);
+    p += xlen;
     if (elen) {
         memcpy(p, extra, elen);
         p += elen;
@@ -207,6 +273,7 @@ static void on_close(nsv__loop *l, nsv__conn *c)
         return;
     emit(l, c, NSV_EV_WS_CLOSE, 1006, NULL, 0);
     nsv__buf_release(l, &c->ws->msgbuf);
+    nsv__pmd_free(c->ws->pmd);
     nsv__free(&l->srv->alloc, c->ws);
     c->ws = NULL;
 }
@@ -236,12 +303,29 @@ static void fail(nsv__loop *l, nsv__conn *c, int code)
     nsv__conn_mark_dirty(l, c);
 }
 
+/* Sharded pull mode: c's id joins the ones the host's next poll sends
+ * NSV__OP_CONTINUE (core/shard.c, copy_out). 0, or -1 when that list is
+ * full (the caller then waits a worker turn instead). */
+static int note_turn(nsv__loop *l, nsv__conn *c)
+{
+    int r = -1;
+    pthread_mutex_lock(&l->qlock);
+    if (l->cont_n < sizeof l->cont_ids / sizeof l->cont_ids[0]) {
+        l->cont_ids[l->cont_n++] = nsv__conn_id(l, c);
+        r = 0;
+    }
+    pthread_mutex_unlock(&l->qlock);
+    return r;
+}
+
 /* A violation in what was read. Events for the legal frames before it are
  * queued already, and the host must be able to answer them before the
  * connection fails (replies first, then the close frame): so reading stops
- * here, the rest is dropped, and fail() runs at the next turn (on_dirty),
- * which is the host's next nsv_poll, or the loop iteration after its
- * callbacks ran. Returns -1 for process(). */
+ * here, the rest is dropped, and fail() runs at the next turn: the loop
+ * iteration after the host's callbacks ran, or its next nsv_poll (on_dirty).
+ * When another thread polls a worker (host_turns) the worker's next
+ * iteration comes at once, so the turn is counted in that thread's polls
+ * instead (nsv__ws_turn). Returns -1 for process(). */
 static long fail_soon(nsv__loop *l, nsv__conn *c, int code)
 {
     nsv__ws *ws = c->ws;
@@ -249,8 +333,28 @@ static long fail_soon(nsv__loop *l, nsv__conn *c, int code)
         ws->fail_code = (uint16_t)code;
     if (c->reading)
         nsv__conn_set_events(l, c, 0, c->writing);
-    nsv__loop_defer(l, c);
+    if (l->host_turns && !ws->fail_wait && note_turn(l, c) == 0)
+        ws->fail_wait = 1;
+    else if (!ws->fail_wait)
+        nsv__loop_defer(l, c);
     return -1;
+}
+
+/* NSV__OP_CONTINUE of a WebSocket: a poll of the host. The first comes
+ * with the poll that took the events queued before the violation (noted
+ * in the same lock as them, so no poll can take one without the other);
+ * the host answers those after it, so the failure waits for one more. */
+void nsv__ws_turn(nsv__loop *l, nsv__conn *c)
+{
+    nsv__ws *ws = c->ws;
+    if (!live(c) || !ws->fail_wait)
+        return;
+    if (ws->fail_wait == 1 && note_turn(l, c) == 0) {
+        ws->fail_wait = 2;
+        return;
+    }
+    ws->fail_wait = 0;
+    fail(l, c, ws->fail_code);
 }
 
 static void on_control(nsv__loop *l, nsv__conn *c, int op, uint8_t *p, size_t n)
@@ -297,6 +401,22 @@ static void on_control(nsv__loop *l, nsv__conn *c, int op, uint8_t *p, size_t n)
     nsv__conn_mark_dirty(l, c);
 }
 
+/* Inflated bytes of a compressed message: checked as text, then kept. */
+typedef struct sink_ctx {
+    nsv__loop *l;
+    nsv__conn *c;
+} sink_ctx;
+
+static int inflated(void *ctx, const uint8_t *p, size_t n)
+{
+    sink_ctx *k = ctx;
+    nsv__ws *ws = k->c->ws;
+    int r = nsv__ws_msg_data(&ws->msg, p, n);
+    if (r < 0)
+        return r;
+    return nsv__buf_append(k->l, &ws->msgbuf, p, n) == 0 ? 0 : -NSV__WS_INTERNAL;
+}
+
 /* Consume frames from p[0..len). Returns bytes used (the rest is an
  * incomplete header or control frame), or -1 once the connection failed. */
 static long process(nsv__loop *l, nsv__conn *c, uint8_t *p, size_t len)
@@ -306,6 +426,7 @@ static long process(nsv__loop *l, nsv__conn *c, uint8_t *p, size_t len)
     while (used < len && live(c) && !ws->close_recv && !ws->fail_code) {
         if (!ws->in_frame) {
             int h = ws->client ? nsv__ws_parse_server_header(p + used, len - used, &ws->f)
+                    : ws->pmd  ? nsv__ws_parse_header_rsv1(p + used, len - used, &ws->f)
                                : nsv__ws_parse_header(p + used, len - used, &ws->f);
             if (h == 0)
                 break;
@@ -326,6 +447,8 @@ static long process(nsv__loop *l, nsv__conn *c, uint8_t *p, size_t len)
             int op = nsv__ws_msg_frame(&ws->msg, &ws->f);
             if (op < 0)
                 return fail_soon(l, c, -op);
+            if (ws->f.opcode != NSV__WS_CONT) /* a message starts: RSV1 says how it comes */
+                ws->zmsg = ws->f.rsv1;
             used += (size_t)h;
             ws->in_frame = 1;
             ws->fpos = 0;
@@ -335,15 +458,22 @@ static long process(nsv__loop *l, nsv__conn *c, uint8_t *p, size_t len)
         uint8_t *pl = p + used;
         if (!ws->client)
             nsv__ws_unmask(pl, n, ws->f.key, (size_t)ws->fpos);
-        int r = nsv__ws_msg_data(&ws->msg, pl, n);
+        uint8_t opcode = ws->msg.opcode;
+        int r;
+        if (ws->zmsg) { /* inflated as it comes; text checked after inflating */
+            sink_ctx k = {l, c};
+            int last = ws->f.fin && ws->fpos + n == ws->f.len;
+            r = nsv__pmd_inflate(ws->pmd, pl, n, last, ws->msg.max, inflated, &k);
+        } else {
+            r = nsv__ws_msg_data(&ws->msg, pl, n);
+        }
         if (r < 0)
             return fail_soon(l, c, -r);
-        uint8_t opcode = ws->msg.opcode;
-        int whole = ws->fpos == 0 && n == ws->f.len && ws->f.fin && ws->msgbuf.len == 0;
+        int whole = !ws->zmsg && ws->fpos == 0 && n == ws->f.len && ws->f.fin && ws->msgbuf.len == 0;
         /* Room for the whole frame at once: one allocation, not a doubling chain. */
-        if (!whole && ws->fpos == 0 && nsv__buf_reserve(l, &ws->msgbuf, (size_t)ws->f.len) != 0)
+        if (!whole && !ws->zmsg && ws->fpos == 0 && nsv__buf_reserve(l, &ws->msgbuf, (size_t)ws->f.len) != 0)
             return fail(l, c, 1011), -1;
-        if (!whole && n && nsv__buf_append(l, &ws->msgbuf, pl, n) != 0)
+        if (!whole && !ws->zmsg && n && nsv__buf_append(l, &ws->msgbuf, pl, n) != 0)
             return fail(l, c, 1011), -1;
         ws->fpos += n;
         used += n;
@@ -450,6 +580,28 @@ static int send_refused(nsv__loop *l, nsv__conn *c, int err, int opcode, size_t 
                            c->out.len - c->out.off, len, (unsigned long long)nsv__out_limit(l));
 }
 
+/* A compressed message (permessage-deflate): deflated straight into the
+ * output behind room for the longest header, then closed up behind the
+ * real one. Plain if the compressor cannot take it (deflate.c reset it). */
+static int queue_deflated(nsv__loop *l, nsv__conn *c, int opcode, const char *data, size_t len)
+{
+    size_t bound = nsv__pmd_bound(len);
+    int r = nsv__buf_reserve(l, &c->out, NSV__WS_MAX_HEADER + bound);
+    if (r)
+        return r;
+    uint8_t *base = (uint8_t *)c->out.p + c->out.len;
+    long k = nsv__pmd_deflate(c->ws->pmd, (const uint8_t *)data, len, base + NSV__WS_MAX_HEADER, bound);
+    if (k < 0)
+        return queue_frame(l, c, opcode, data, len);
+    uint8_t hdr[NSV__WS_MAX_HEADER];
+    size_t h = nsv__ws_write_header(hdr, 1, opcode | NSV__WS_RSV1, (uint64_t)k);
+    memmove(base + h, base + NSV__WS_MAX_HEADER, (size_t)k);
+    memcpy(base, hdr, h);
+    c->out.len += (uint32_t)(h + (size_t)k);
+    nsv__conn_mark_dirty(l, c);
+    return NSV_OK;
+}
+
 int nsv__ws_send(nsv__loop *l, nsv__conn *c, int opcode, const char *data, size_t len)
 {
     if (!live(c) || c->ws->close_sent)
@@ -460,7 +612,10 @@ int nsv__ws_send(nsv__loop *l, nsv__conn *c, int opcode, const char *data, size_
         return send_refused(l, c, NSV_ETOOBIG, opcode, len);
     if (c->out.len - c->out.off > 0 && c->out.len - c->out.off + len > nsv__out_limit(l))
         return send_refused(l, c, NSV_EAGAIN, opcode, len);
-    int r = queue_frame(l, c, opcode, data, len);
+    int r = !(opcode & 8) && c->ws->pmd && len >= (uint64_t)l->srv->ws_deflate_min_size &&
+                    nsv__pmd_can_send(c->ws->pmd)
+                ? queue_deflated(l, c, opcode, data, len)
+                : queue_frame(l, c, opcode, data, len);
     if (r == 0 && !(opcode & 8))
         NSV__COUNT(l, NSV_M_WS_MESSAGES_OUT);
     if (r == 0 && c->water_events)
@@ -543,7 +698,7 @@ static void on_flushed(nsv__loop *l, nsv__conn *c)
 static int on_dirty(nsv__loop *l, nsv__conn *c)
 {
     if (live(c) && c->ws->fail_code) {
-        if (!c->on_held) /* the turn after the violation came (fail_soon) */
+        if (!c->on_held && !c->ws->fail_wait) /* the turn after the violation came (fail_soon) */
             fail(l, c, c->ws->fail_code);
         return 0;
     }

@@ -152,6 +152,7 @@ if node and os.path.isdir(os.path.join(NODE_MODULES, "ws")):
        "node ws: three compressed echoes")
     ok("CLOSE 1000" in lines, "node ws: clean close")
 else:
-    print("# node or bindings/node-ffi/node_modules/ws missing: Node part skipped")
+    ok(False, "node and bindings/node-ffi/node_modules/ws installed (make deps)")
 
+srv.stop()
 done()

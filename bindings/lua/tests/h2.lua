@@ -5,11 +5,8 @@
 -- Skipped when the library has no HTTP/2. Every wait is bounded.
 local T = dofile((debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".") .. "/support/tap.lua")
 local nanosrv = require("nanosrv")
-local ffi = require("ffi")
 
-pcall(ffi.cdef, "int nsv_http2_available(void);")
-local lib = ffi.load(nanosrv.library_path)
-if lib.nsv_http2_available() ~= 1 then
+if not nanosrv.features.http2 then
     io.write("1..0 # SKIP the library is built without HTTP/2 (nghttp2)\n")
     os.exit(0)
 end
@@ -18,7 +15,7 @@ if not os.execute("curl --version >/dev/null 2>&1") then
     os.exit(0)
 end
 
-local H2_ALL = 7 -- NSV_H2_TLS | NSV_H2_PRIOR | NSV_H2_UPGRADE
+local H2_ALL = nanosrv.H2_ALL -- NSV_H2_TLS | NSV_H2_PRIOR | NSV_H2_UPGRADE, from the cdef
 local srv = nanosrv.server { http2 = H2_ALL, max_body = 8 * 1048576 }
 local port = srv:listen("http://127.0.0.1:0")
 local dir = os.tmpname()

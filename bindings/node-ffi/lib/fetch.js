@@ -214,7 +214,8 @@ function serve(options, handler) {
   const scheme = tls ? 'https' : 'http';
   const onError = typeof options.onError === 'function' ? options.onError : null;
   const coreOpts = { streamBody: true, maxBody: MAX_BODY };
-  for (const k of ['backend', 'library', 'threads', 'accessLog', 'accessLogStream', 'accessLogQueue', 'maxConns', 'shed', 'reuseport']) {
+  for (const k of ['backend', 'library', 'threads', 'accessLog', 'accessLogStream', 'accessLogQueue', 'maxConns', 'shed', 'reuseport',
+    'http2']) {
     if (options[k] !== undefined) coreOpts[k] = options[k];
   }
   if (tls) {

@@ -1,8 +1,9 @@
 'use strict';
 // HTTP/2 (h2c with prior knowledge) through the binding, unchanged: a native
-// server and an Express app on nanosrv/http with the library's `http2`
-// option, answered to Node's own http2 client: concurrent streams on one
-// session, POST bodies, cookies split over several fields. Both backends.
+// server, Express, Koa and Fastify apps on nanosrv/http and a Hono app on
+// serve() with the library's `http2` option, answered to Node's own http2
+// client: concurrent streams on one session, POST bodies, cookies split over
+// several fields. Both backends.
 // Skipped when the library has no HTTP/2 (the option is refused).
 const { describe, test } = require('node:test');
 const assert = require('node:assert');
@@ -11,8 +12,7 @@ const http2 = require('node:http2');
 const { nanosrv, BACKENDS, serve } = require('./helpers');
 const nsvHttp = require('../http');
 
-const NSV_EVF_HTTP2 = 512;
-const H2_ALL = 7; // NSV_H2_TLS | NSV_H2_PRIOR | NSV_H2_UPGRADE
+const { NSV_EVF_HTTP2, NSV_H2_ALL: H2_ALL } = nanosrv.constants; // from the cdef, as every constant
 const sha = (b) => crypto.createHash('sha256').update(b).digest('hex');
 
 function h2Missing(backend) {
@@ -110,6 +110,79 @@ for (const backend of BACKENDS) {
       items.forEach((r, i) => assert.strictEqual(r.body.toString(), `item ${i}`));
       const missing = await h2req(s, { ':path': '/missing' });
       assert.strictEqual(missing.status, 404);
+    });
+
+    // An app's server on nanosrv/http, and an h2c session to it.
+    async function h2App(t, server) {
+      server.listen(0, '127.0.0.1');
+      await new Promise((r) => server.once('listening', r));
+      t.after(() => new Promise((r) => server.close(() => r())));
+      const s = await connect(`http://127.0.0.1:${server.address().port}`);
+      t.after(() => s.close());
+      return s;
+    }
+
+    test('Koa app on nanosrv/http over h2c', async (t) => {
+      const Koa = require('koa');
+      const app = new Koa();
+      app.silent = true;
+      app.use(async (ctx) => {
+        if (ctx.method === 'POST') {
+          const parts = [];
+          for await (const c of ctx.req) parts.push(c);
+          ctx.body = { sha: sha(Buffer.concat(parts)), v: ctx.req.httpVersion };
+        } else {
+          ctx.body = { path: ctx.path, q: ctx.query, v: ctx.req.httpVersion };
+        }
+      });
+      const s = await h2App(t, nsvHttp.createServer({ backend, http2: H2_ALL }, app.callback()));
+      const body = crypto.randomBytes(500000);
+      const [g, p] = await Promise.all([
+        h2req(s, { ':path': '/k/1?a=b' }),
+        h2req(s, { ':method': 'POST', ':path': '/up', 'content-type': 'application/octet-stream' }, body),
+      ]);
+      assert.deepStrictEqual(JSON.parse(g.body), { path: '/k/1', q: { a: 'b' }, v: '2.0' });
+      assert.deepStrictEqual(JSON.parse(p.body), { sha: sha(body), v: '2.0' });
+    });
+
+    test('Fastify app on nanosrv/http over h2c', async (t) => {
+      const Fastify = require('fastify');
+      let server;
+      const app = Fastify({ serverFactory: (handler) => (server = nsvHttp.createServer({ backend, http2: H2_ALL }, handler)) });
+      app.addContentTypeParser('application/octet-stream', { parseAs: 'buffer', bodyLimit: 8 << 20 }, (req, b, done) => done(null, b));
+      app.get('/hello/:name', async (req) => ({ hello: req.params.name, v: req.raw.httpVersion }));
+      app.post('/upload', async (req) => ({ sha: sha(req.body) }));
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      t.after(() => app.close());
+      const s = await connect(`http://127.0.0.1:${server.address().port}`);
+      t.after(() => s.close());
+      const body = crypto.randomBytes(300000);
+      const [g, p] = await Promise.all([
+        h2req(s, { ':path': '/hello/h2' }),
+        h2req(s, { ':method': 'POST', ':path': '/upload', 'content-type': 'application/octet-stream' }, body),
+      ]);
+      assert.strictEqual(g.status, 200);
+      assert.deepStrictEqual(JSON.parse(g.body), { hello: 'h2', v: '2.0' });
+      assert.deepStrictEqual(JSON.parse(p.body), { sha: sha(body) });
+    });
+
+    test('Hono app on serve() over h2c', async (t) => {
+      const { Hono } = require('hono');
+      const { serve: fetchServe } = require('../lib/fetch');
+      const app = new Hono();
+      app.get('/users/:id', (c) => c.json({ id: c.req.param('id'), q: c.req.query('q') }));
+      app.post('/echo', async (c) => c.text(sha(Buffer.from(await c.req.arrayBuffer()))));
+      const server = fetchServe({ hostname: '127.0.0.1', port: 0, backend, http2: H2_ALL, fetch: app.fetch });
+      t.after(() => server.stop(true));
+      const s = await connect(`http://127.0.0.1:${server.port}`);
+      t.after(() => s.close());
+      const body = crypto.randomBytes(200000);
+      const [g, p] = await Promise.all([
+        h2req(s, { ':path': '/users/7?q=x' }),
+        h2req(s, { ':method': 'POST', ':path': '/echo' }, body),
+      ]);
+      assert.deepStrictEqual(JSON.parse(g.body), { id: '7', q: 'x' });
+      assert.strictEqual(p.body.toString(), sha(body));
     });
   });
 }

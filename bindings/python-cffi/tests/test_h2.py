@@ -19,12 +19,11 @@ import _tap
 import nanosrv
 import nanosrv.asgi
 import nanosrv.wsgi
-from nanosrv._ffi import lib
 
 logging.getLogger("nanosrv").setLevel(logging.CRITICAL)
 
-H2_ALL = 7  # NSV_H2_TLS | NSV_H2_PRIOR | NSV_H2_UPGRADE
-AVAILABLE = lib.nsv_http2_available() == 1
+H2_ALL = nanosrv.H2_ALL  # NSV_H2_TLS | NSV_H2_PRIOR | NSV_H2_UPGRADE, from the cdef
+AVAILABLE = nanosrv.http2_available()
 try:
     import httpx
     import h2  # noqa: F401 (httpx's http2=True needs it)

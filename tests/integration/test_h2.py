@@ -19,7 +19,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from nsvtest import ok, eq, done, Server, BUILD, skip_without_http2  # noqa: E402
+from nsvtest import ok, eq, done, Server, BUILD, skip_without_http2, metrics  # noqa: E402
 
 ECHO = os.path.join(BUILD, "echo-server")
 
@@ -254,20 +254,6 @@ class H2:
         self.sock.close()
 
 
-def get_metrics(port):
-    r = subprocess.run(["curl", "-sS", "--http1.1", "--max-time", "5", "http://127.0.0.1:%d/metrics" % port],
-                       stdout=subprocess.PIPE)
-    m = {}
-    for line in r.stdout.decode().splitlines():
-        if line and not line.startswith("#"):
-            k, _, v = line.rpartition(" ")
-            try:
-                m[k] = float(v)
-            except ValueError:
-                pass
-    return m
-
-
 # ---- h2c on the plain port: curl, nghttp, h2load ----
 with server("--max-body", str(16 << 20), "--gzip", "200") as srv:
     port = srv.port
@@ -424,7 +410,7 @@ with server("--max-body", str(16 << 20), "--gzip", "200") as srv:
        (200, "2", b""), "HEAD over h2: the GET's content-length, no DATA")
     c.close()
 
-    m = {k: v for k, v in get_metrics(port).items() if k.startswith("nanosrv_http2_")}
+    m = {k: v for k, v in metrics(port).items() if k.startswith("nanosrv_http2_")}
     if "nanosrv_http2_connections_total" in m:
         ok(m["nanosrv_http2_connections_total"] >= 10, "http2_connections counts the h2 connections", m)
         ok(m.get("nanosrv_http2_streams_total", 0) >= 2000, "http2_streams counts the streams", m)

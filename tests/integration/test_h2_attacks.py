@@ -10,13 +10,12 @@ import os
 import shutil
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from nsvtest import ok, eq, done, Server, BUILD, skip_without_http2  # noqa: E402
+from nsvtest import ok, eq, done, Server, BUILD, skip_without_http2, metrics  # noqa: E402
 
 ECHO = os.path.join(BUILD, "echo-server")
 
@@ -167,20 +166,6 @@ def rss_kb(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
-
-
-def metrics(port):
-    r = subprocess.run(["curl", "-sS", "--http1.1", "--max-time", "5", "http://127.0.0.1:%d/metrics" % port],
-                       stdout=subprocess.PIPE)
-    m = {}
-    for line in r.stdout.decode().splitlines():
-        if line and not line.startswith("#"):
-            k, _, v = line.rpartition(" ")
-            try:
-                m[k] = float(v)
-            except ValueError:
-                pass
-    return m
 
 
 def abuse(port):

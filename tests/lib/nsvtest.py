@@ -99,6 +99,21 @@ def http2_built():
         return False
 
 
+def metrics(port):
+    """echo-server's GET /metrics (Prometheus text) as {series: value}."""
+    r = subprocess.run(["curl", "-sS", "--http1.1", "--max-time", "5", "http://127.0.0.1:%d/metrics" % port],
+                       stdout=subprocess.PIPE)
+    m = {}
+    for line in r.stdout.decode().splitlines():
+        if line and not line.startswith("#"):
+            k, _, v = line.rpartition(" ")
+            try:
+                m[k] = float(v)
+            except ValueError:
+                pass
+    return m
+
+
 def skip_without_http2():
     """A TAP skip_all (exit 0) when the build has no HTTP/2."""
     if not http2_built():

@@ -15,7 +15,7 @@ import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from nsvtest import ok, eq, done, echo_server, connect, read_response  # noqa
-from nsvtest import ws_frame as frame  # noqa
+from nsvtest import ws_frame as frame, ws_read_frame  # noqa
 import websockets  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -63,23 +63,7 @@ KEY = base64.b64encode(b"0123456789abcdef").decode()
 
 def read_frame(s):
     """(first byte, payload) of the next server frame."""
-    def need(n):
-        b = b""
-        while len(b) < n:
-            d = s.recv(n - len(b))
-            if not d:
-                return None
-            b += d
-        return b
-    h = need(2)
-    if not h:
-        return None
-    n = h[1] & 0x7f
-    if n == 126:
-        n = struct.unpack(">H", need(2))[0]
-    elif n == 127:
-        n = struct.unpack(">Q", need(8))[0]
-    return h[0], need(n) if n else b""
+    return ws_read_frame(s, whole_byte=True)
 
 
 def raw(port, offer):

@@ -236,8 +236,9 @@ def ws_frame(op, payload=b"", fin=True, mask=True, rsv=0, length=None):
     return hdr + key + bytes(c ^ key[i % 4] for i, c in enumerate(payload))
 
 
-def ws_read_frame(s):
-    """(opcode, payload) of the next server frame, or None at EOF."""
+def ws_read_frame(s, whole_byte=False):
+    """(opcode, payload) of the next server frame, or None at EOF; with
+    whole_byte, the whole first byte (FIN, RSV bits, opcode) for the opcode."""
     def need(n):
         buf = b""
         while len(buf) < n:
@@ -254,4 +255,4 @@ def ws_read_frame(s):
         n = struct.unpack(">H", need(2))[0]
     elif n == 127:
         n = struct.unpack(">Q", need(8))[0]
-    return h[0] & 0x0f, need(n) if n else b""
+    return h[0] if whole_byte else h[0] & 0x0f, need(n) if n else b""

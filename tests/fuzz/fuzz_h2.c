@@ -28,26 +28,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     return 0;
 }
 #else
-#include "core/server.h"
+#include "fuzz_conn.h"
 
-#include <errno.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 enum { ROUTE_ECHO = 1 };
 
 static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 static nsv_event evs[64];
 static char arena[1 << 18];
-static char sink[1 << 16];
-
-static void drain_client(int fd)
-{
-    for (int i = 0; i < 64; i++)
-        if (recv(fd, sink, sizeof sink, MSG_DONTWAIT) <= 0)
-            return;
-}
 
 static void answer(nsv_server *s, const nsv_event *e, unsigned cfg)
 {
@@ -116,44 +105,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (cfg & 32)
         nsv_set_int(s, NSV_OPT_AUTO_404, 1);
     nsv_route(s, "POST", 4, "/echo", 5, ROUTE_ECHO, 0);
-    int sv[2];
-    if (nsv_listen(s, "http://127.0.0.1:0", 18) < 0 ||
-        socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) {
-        nsv_server_free(s);
-        return 0;
+    int cfd = fuzz_adopt(s);
+    if (cfd >= 0) {
+        /* 24 bytes into an empty socketpair buffer: one write is enough */
+        if (send(cfd, preface, sizeof preface - 1, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)(sizeof preface - 1))
+            size = 0;
+        pump(s, cfg, cfd, !(cfg & 16));
+        fuzz_feed(s, cfg, cfd, data, size, piece, pump);
     }
-    struct sockaddr_storage ss = {.ss_family = AF_UNIX};
-    nsv__loop *l = s->loops[0];
-    atomic_fetch_add(&s->nconns, 1); /* as on_accept does before adopting */
-    nsv__loop_adopt(l, sv[0], 0, &ss);
-    int cfd = sv[1];
-    int read_out = !(cfg & 16);
-
-    /* 24 bytes into an empty socketpair buffer: one write is enough */
-    if (send(cfd, preface, sizeof preface - 1, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)(sizeof preface - 1))
-        size = 0;
-    pump(s, cfg, cfd, read_out);
-    size_t off = 0;
-    for (int step = 0; off < size && step < 4096; step++) {
-        size_t n = size - off < piece ? size - off : piece;
-        ssize_t w = send(cfd, data + off, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (w > 0)
-            off += (size_t)w;
-        else if (w < 0 && errno != EAGAIN && errno != EINTR)
-            break; /* the server closed the connection */
-        if (pump(s, cfg, cfd, read_out) < 0)
-            break;
-        if (w < 0 && !read_out)
-            drain_client(cfd); /* full both ways: give up not reading */
-    }
-    if (cfg & 8)
-        shutdown(cfd, SHUT_WR);
-    for (int i = 0; i < 8; i++) {
-        drain_client(cfd);
-        pump(s, cfg, cfd, 1);
-    }
-    close(cfd);
-    pump(s, cfg, -1, 0);
     nsv_server_free(s);
     return 0;
 }

@@ -530,16 +530,15 @@ ssize_t nsv__h2s_send(nsv__loop *l, nsv__conn *c, const char *p, size_t n)
     return (ssize_t)used;
 }
 
-/* Reading resumed (the host unpaused a streamed body): what waited in the
- * connection's input goes to the host, and the window reopens by what the
- * client sent meanwhile. */
+/* Reading resumed (the host unpaused a streamed body; what waited in the
+ * connection's input goes to the host through nsv__conn_pause): the window
+ * reopens by what the client sent meanwhile. */
 void nsv__h2s_arm(nsv__loop *l, nsv__conn *c)
 {
+    (void)l;
     nsv__h2s *s = c->h2s;
     if (!c->reading)
         return;
-    if (c->in.len > c->in.off)
-        nsv__conn_mark_dirty(l, c);
     if (s->unconsumed && !s->gone) {
         nghttp2_session_consume(s->h->ng, s->id, (size_t)s->unconsumed);
         s->unconsumed = 0;

@@ -399,9 +399,9 @@ static int handle(nsv__loop *l, nsv__conn *c, char *data, size_t len, size_t *co
 /* Process requests buffered in c->in (after a reply, or after a read). */
 void nsv__http_process(nsv__loop *l, nsv__conn *c)
 {
-    /* (an HTTP/2 stream's body waits in `in` while the host paused it; its
-     * session reopens the window and brings it back here on resume) */
-    while (c->in.len > c->in.off && c->bstream && !(c->paused && c->h2s)) { /* body bytes that waited */
+    /* (a body the host paused waits in `in`; resuming brings it back here,
+     * nsv__conn_pause) */
+    while (c->in.len > c->in.off && c->bstream && !c->paused) { /* body bytes that waited */
         size_t used = nsv__body_feed(l, c, c->in.p + c->in.off, c->in.len - c->in.off);
         if (!c->proto || c->closing || used == 0)
             return;
@@ -421,7 +421,7 @@ void nsv__http_process(nsv__loop *l, nsv__conn *c)
         c->in.off += (uint32_t)consumed;
         if (c->in.off == c->in.len)
             nsv__buf_release(l, &c->in);
-        while (c->bstream && c->in.len > c->in.off && !(c->paused && c->h2s)) { /* a streamed body right behind its head */
+        while (c->bstream && c->in.len > c->in.off && !c->paused) { /* a streamed body right behind its head */
             size_t used = nsv__body_feed(l, c, c->in.p + c->in.off, c->in.len - c->in.off);
             if (!c->proto || c->closing || used == 0)
                 return;

@@ -497,14 +497,19 @@ void nsv__read_resume(nsv__loop *l, nsv__conn *c)
 }
 
 /* The host stops or resumes reading a connection (raw TCP, a streamed
- * request body); resuming waits like any other read stop. */
+ * request body, a WebSocket); resuming waits like any other read stop.
+ * Input read before the pause waits in `in` (protocols do not take it
+ * while paused) and goes through the flush list once reading resumes. */
 void nsv__conn_pause(nsv__loop *l, nsv__conn *c, int paused)
 {
     c->paused = paused != 0;
-    if (c->paused)
+    if (c->paused) {
         nsv__conn_set_events(l, c, 0, c->writing);
-    else
-        nsv__read_resume(l, c);
+        return;
+    }
+    nsv__read_resume(l, c);
+    if (c->in.len > c->in.off)
+        nsv__conn_mark_dirty(l, c);
 }
 
 static int read_stopped(nsv__loop *l, nsv__conn *c)

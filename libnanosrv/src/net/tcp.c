@@ -113,11 +113,8 @@ int nsv__tcp_send(nsv__loop *l, nsv__conn *c, const char *data, size_t len)
 int nsv__tcp_op(nsv__loop *l, nsv__conn *c, int op, int64_t a, int64_t b)
 {
     if (op == NSV__OP_TCP_PAUSE && c->proto == &nsv__proto_ws && !c->closing) {
-        /* WebSockets pause too; frames already read wait in `in` and are
-         * taken from the flush list once reading resumes. */
+        /* WebSockets pause too (frames already read wait in `in`). */
         nsv__conn_pause(l, c, a != 0);
-        if (!c->paused && c->in.len > c->in.off)
-            nsv__conn_mark_dirty(l, c);
         return NSV_OK;
     }
     if (op == NSV__OP_TCP_WATER && c->proto == &nsv__proto_ws && !c->closing) {

@@ -491,10 +491,12 @@ static void peer_eof(nsv__loop *l, nsv__conn *c)
 
 static void on_readable(nsv__loop *l, nsv__conn *c)
 {
-    if (c->bstream && (c->paused || nsv__throttle(l, c))) {
+    if (c->bstream && c->paused) {
         nsv__conn_set_events(l, c, 0, c->writing); /* the host reads the body at its pace */
         return;
     }
+    if (c->bstream && nsv__throttle(l, c))
+        return; /* (reading stays off until the host takes its events) */
     int into_scratch = (c->state == NSV__C_READ || c->bstream) && c->in.len == c->in.off &&
                        c->out.len - c->out.off < NSV__PIPELINE_OUT && !c->file_on;
     ssize_t n;

@@ -35,7 +35,8 @@ static void resume(nsv__loop *l)
     l->nthrottled = 0;
 }
 
-/* Worker side, before reading a stream connection: 1 = do not read now. */
+/* Worker side, before reading a stream connection: 1 = do not read now
+ * (reading is off until the host catches up), 0 = read. */
 int nsv__throttle(nsv__loop *l, nsv__conn *c)
 {
     if (!l->srv->sharded || l->srv->cb || atomic_load(&l->backlog) <= limit(l))
@@ -55,9 +56,12 @@ int nsv__throttle(nsv__loop *l, nsv__conn *c)
     c->deadline = l->now + l->srv->idle_timeout_ms; /* waiting on the host is not idleness */
     nsv__conn_set_events(l, c, 0, c->writing);
     atomic_store(&l->throttled, 1);
-    /* The host may have drained the queue before it could see the flag. */
-    if (atomic_load(&l->backlog) <= limit(l) / 2 && atomic_exchange(&l->throttled, 0))
+    /* The host may have drained the queue before it could see the flag:
+     * nobody will release it, so resume here, and c reads now. */
+    if (atomic_load(&l->backlog) <= limit(l) / 2 && atomic_exchange(&l->throttled, 0)) {
         resume(l);
+        return 0;
+    }
     return 1;
 }
 

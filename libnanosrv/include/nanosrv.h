@@ -559,8 +559,8 @@ NSV_API nsv_server *nsv_server_new(void);
  * nsv_connect: set options, routes, listeners and the callback before (see
  * "Threads" at the top). A worker whose queue of events not yet
  * polled passes NSV_OPT_MAX_OUTPUT/8 (at least 256 KiB) stops reading raw TCP
- * and WebSocket input until the host catches up, so a slow host bounds
- * memory. NULL on failure. Since 1.0. */
+ * and WebSocket input and streamed request bodies until the host catches up,
+ * so a slow host bounds memory. NULL on failure. Since 1.0. */
 NSV_API nsv_server *nsv_server_new_sharded(int workers);
 /* CONSTRUCTOR: as above with an allocator hook (NULL = libc). workers < 0
  * makes a single-loop server. Every allocation of the server goes through

@@ -1,9 +1,10 @@
 /* throttle.c - sharded pull mode: a worker stops reading stream connections
- * (raw TCP, WebSocket) while its event queue holds more than the host has
- * taken. The host takes events at its own pace; without this a slow host lets
- * a fast peer grow the queue without bound, and the sends the host makes
- * later for that data overflow the output cap on a connection the worker
- * never paused. HTTP needs none of this: one request at a time is in flight. */
+ * (raw TCP, WebSocket, a streamed request body) while its event queue holds
+ * more than the host has taken. The host takes events at its own pace;
+ * without this a slow host lets a fast peer grow the queue without bound,
+ * and the sends the host makes later for that data overflow the output cap
+ * on a connection the worker never paused. Other HTTP requests need none of
+ * this: one request at a time is in flight, its body bounded by max_body. */
 #include "loop.h"
 #include <unistd.h>
 

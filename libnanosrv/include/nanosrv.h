@@ -396,7 +396,7 @@ enum nsv_option {
                                        docs/WEBSOCKET.md. Since 1.5. */
     NSV_OPT_WS_DEFLATE_MIN_SIZE = 49, /* messages shorter than this are sent uncompressed,
                                        default 64. Since 1.5. */
-    NSV_OPT_WS_DEFLATE_WINDOW_BITS = 50 /* largest LZ77 window (8..15), default 15: the
+    NSV_OPT_WS_DEFLATE_WINDOW_BITS = 50, /* largest LZ77 window (8..15), default 15: the
                                        server's (server_max_window_bits, at most the offer's)
                                        and the one it chooses for a client offering
                                        client_max_window_bits (never 8); a client that offers
@@ -406,6 +406,16 @@ enum nsv_option {
                                        1 << bits + 7 KiB. A server window of 8 sends every
                                        message uncompressed (zlib has no 256-byte raw
                                        deflate). Since 1.5. */
+    NSV_OPT_H2_BODY_BUFFER = 51     /* request body bytes one HTTP/2 connection may buffer for
+                                       requests the host has not been given yet (bodies that
+                                       are not streamed arrive whole, each up to
+                                       NSV_OPT_MAX_BODY), default 8388608 (65536..2^62). Past
+                                       it the newest such streams are refused with
+                                       RST_STREAM REFUSED_STREAM (nothing was processed:
+                                       clients may retry), never the oldest, so one
+                                       connection holds at most about this plus one
+                                       max_body, as an HTTP/1.1 connection holds one.
+                                       Since 1.5. */
 };
 
 /* NSV_OPT_HTTP2 bits. Since 1.5. */

@@ -18,6 +18,10 @@ int main(void)
     is_int(nsv_set_int(s, NSV_OPT_H2_MAX_STREAMS, 7), NSV_OK, "h2_max_streams set");
     is_int(nsv_set_int(s, NSV_OPT_H2_WINDOW, 70000), NSV_OK, "h2_window set");
     is_int(nsv_set_int(s, NSV_OPT_H2_HPACK_TABLE, 1024), NSV_OK, "h2_hpack_table set");
+    is_int((int)nsv_get_int(s, NSV_OPT_H2_BODY_BUFFER), 8 << 20, "h2_body_buffer: 8 MiB by default");
+    is_int(nsv_set_int(s, NSV_OPT_H2_BODY_BUFFER, 65535), NSV_ERANGE, "h2_body_buffer: under 64 KiB refused");
+    is_int(nsv_set_int(s, NSV_OPT_H2_BODY_BUFFER, 1 << 20), NSV_OK, "h2_body_buffer set");
+    is_int((int)nsv_get_int(s, NSV_OPT_H2_BODY_BUFFER), 1 << 20, "h2_body_buffer read back");
     nghttp2_settings_entry iv[8];
     void *opt = NULL;
     int n = nsv__h2_config((const nsv_server *)s, iv, &opt);

@@ -2,7 +2,8 @@
 """HTTP/2 defences of echo-server, with hand-made frames on raw sockets:
 streams over SETTINGS_MAX_CONCURRENT_STREAMS, rapid reset, CONTINUATION
 floods, an HPACK bomb, PING and SETTINGS floods from a client that reads
-nothing, a zero-window stall on a big reply, and bad prefaces. Each attack
+nothing, a zero-window stall on a big reply, many unfinished request bodies
+on one connection, and bad prefaces. Each attack
 must end in the answer the protocol prescribes while the server's memory
 stays bounded and other clients are served. Every loop is bounded in count
 and time; nothing measures speed."""
@@ -189,6 +190,71 @@ def healthy(port, name):
     got = c.until(lambda: c.status(1) is not None, 5)
     c.close()
     return ok(got and c.status(1) == 200, name + ": another client is served meanwhile", c.frames[:6])
+
+
+def uploads(port, n, size, finish, limit=10):
+    """n POST /echo streams on one connection (python3-h2 keeps the flow
+    control), each declaring 1000000 body bytes and sending `size` of them,
+    the rest too and END_STREAM if finish. Returns (sock, conn, resets
+    {sid: code}, answers {sid: [status, body bytes, ended]})."""
+    import h2.config
+    import h2.connection
+    import h2.events
+    import h2.exceptions
+    total = 1000000
+    sk = socket.create_connection(("127.0.0.1", port))
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    conn.initiate_connection()
+    sids = [1 + 2 * i for i in range(n)]
+    for sid in sids:
+        conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"), (":path", "/echo"), (":authority", "x"),
+                                ("content-length", str(total))])
+    sk.sendall(conn.data_to_send())
+    goal = total if finish else size
+    sent = dict.fromkeys(sids, 0)
+    resets, answers = {}, {}
+    chunk = b"u" * 16384
+    t_end = time.time() + limit
+    while time.time() < t_end:
+        for sid in sids:
+            while sid not in resets and sent[sid] < goal:
+                k = min(goal - sent[sid], conn.local_flow_control_window(sid), len(chunk))
+                if k <= 0:
+                    break
+                try:
+                    conn.send_data(sid, chunk[:k], end_stream=sent[sid] + k == total)
+                except h2.exceptions.StreamClosedError:
+                    resets.setdefault(sid, -1)
+                    break
+                sent[sid] += k
+        out = conn.data_to_send()
+        if out:
+            sk.sendall(out)
+        pending = [sid for sid in sids if sid not in resets and (sent[sid] < goal or (finish and
+                   not answers.get(sid, [0, 0, False])[2]))]
+        if not pending:
+            break
+        sk.settimeout(0.05)
+        try:
+            data = sk.recv(1 << 20)
+        except socket.timeout:
+            continue
+        if not data:
+            break
+        for ev in conn.receive_data(data):
+            if isinstance(ev, h2.events.StreamReset):
+                resets[ev.stream_id] = ev.error_code
+            elif isinstance(ev, h2.events.ResponseReceived):
+                answers[ev.stream_id] = [int(dict(ev.headers)[":status"]), 0, False]
+            elif isinstance(ev, h2.events.DataReceived):
+                answers.setdefault(ev.stream_id, [0, 0, False])[1] += len(ev.data)
+                conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            elif isinstance(ev, h2.events.StreamEnded):
+                answers.setdefault(ev.stream_id, [0, 0, False])[2] = True
+        out = conn.data_to_send()
+        if out:
+            sk.sendall(out)
+    return sk, conn, resets, answers
 
 
 argv = [ECHO, "--port", "0", "--static", D, "--idle-timeout-ms", "2000", "--request-timeout-ms", "3000"]
@@ -403,6 +469,29 @@ with Server(argv, env={"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":qu
            % (name, time.time() - t0), (c.status(1), c.resets(), c.eof))
         c.close()
     healthy(port, "slowloris over h2")
+
+    # ---- request bodies buffered for the host (NSV_OPT_H2_BODY_BUFFER, 8 MiB) ----
+    # 40 streams each send 900 KB of a 1 MB body that is not streamed and
+    # never finish: without a bound the connection would hold 36 MB (100
+    # streams x max_body at most), as many HTTP/1.1 connections would.
+    rss_before = rss_kb(pid)
+    sk, conn, resets, answers = uploads(port, 40, 900000, False, limit=6)
+    time.sleep(0.3)
+    grown = rss_kb(pid) - rss_before
+    refused = sorted(sid for sid, code in resets.items() if code == REFUSED_STREAM)
+    ok(grown < 20 * 1024, "40 unfinished 900 KB bodies on one connection: server RSS grew %d KiB (< 20 MiB)" % grown)
+    ok(len(refused) >= 20 and len(resets) == len(refused),
+       "the newest streams past the buffer are refused with REFUSED_STREAM (%d refused, resets %r)"
+       % (len(refused), sorted(set(resets.values()))))
+    ok(1 not in resets, "the oldest stream is never refused")
+    sk.close()
+    healthy(port, "body buffer")
+    # A client within the budget is served as before: 6 bodies of 1 MB
+    # (under the 8 MiB budget) all answered in full.
+    sk, conn, resets, answers = uploads(port, 6, 0, True, limit=10)
+    good = [sid for sid in range(1, 12, 2) if answers.get(sid) == [200, 1000000, True]]
+    eq((len(good), resets), (6, {}), "6 concurrent 1 MB uploads under the budget: all echoed in full, none refused")
+    sk.close()
 
     # ---- bad prefaces ----
     c = Raw(port, preface=False)

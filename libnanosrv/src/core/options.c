@@ -64,6 +64,7 @@ static const opt_def opts[] = {
     {NSV_OPT_WS_DEFLATE, "ws_deflate", F(ws_deflate), 0, 1},
     {NSV_OPT_WS_DEFLATE_MIN_SIZE, "ws_deflate_min_size", F(ws_deflate_min_size), 0, (int64_t)1 << 31},
     {NSV_OPT_WS_DEFLATE_WINDOW_BITS, "ws_deflate_window_bits", F(ws_deflate_window_bits), 8, 15},
+    {NSV_OPT_H2_BODY_BUFFER, "h2_body_buffer", F(h2_body_buffer), 65536, (int64_t)1 << 62},
 };
 #undef F
 
@@ -96,6 +97,7 @@ void nsv__options_defaults(nsv_server *s)
     s->h2_window = 1 << 20;
     s->h2_hpack_table = 4096;
     s->h2_max_resets = 200;
+    s->h2_body_buffer = 8 << 20;
     s->tls_tickets = 1;
     s->tls_ticket_lifetime_s = 3600;
     s->tls_session_cache = 1000;

@@ -32,6 +32,7 @@ typedef struct nsv__h2 {
     uint8_t closing;     /* the connection is being closed: streams go without a word */
     uint8_t abused;      /* counted in NSV_M_H2_ABUSE */
     int64_t rst_tokens, rst_at; /* the client's RST_STREAM budget and when it was refilled (ms) */
+    uint64_t held_bound; /* at least the request bytes its unseen streams buffer (stream.c body_budget) */
     char *names;         /* response header names in lower case (nghttp2 wants them so) */
     size_t names_cap;
 } nsv__h2;

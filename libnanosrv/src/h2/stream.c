@@ -246,6 +246,64 @@ int nsv__h2s_frame(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
     return 0;
 }
 
+/* A stream whose request the HTTP layer still buffers, unseen by the host
+ * (a body that is not streamed arrives whole before the REQUEST event), and
+ * the bytes it holds. */
+static uint64_t unseen_bytes(const nsv__h2s *s)
+{
+    const nsv__conn *c = s->c;
+    if (!c || s->gone || c->seen || c->closing || c->state != NSV__C_READ)
+        return 0;
+    return c->in.len - c->in.off;
+}
+
+/* Stop buffering the request of s: nothing of it was processed, so
+ * REFUSED_STREAM lets the client send it again (RFC 9113 8.7). The host
+ * never saw it and hears nothing. */
+static void refuse(nsv__h2 *h, nsv__h2s *s)
+{
+    s->gone = 1; /* (the stream's close submits no reset of its own) */
+    nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
+    if (s->unconsumed) {
+        nghttp2_session_consume(h->ng, s->id, (size_t)s->unconsumed);
+        s->unconsumed = 0;
+    }
+    nsv__conn_close(h->l, s->c);
+}
+
+/* The session's bound on request bytes buffered for the host: with 100
+ * streams each holding up to max_body, one connection would hold what
+ * 100 HTTP/1.1 connections may. Past NSV_OPT_H2_BODY_BUFFER the newest
+ * unseen streams are refused, never the oldest (max_body bounds it, and it
+ * can always finish). held_bound only grows between counts (the HTTP layer
+ * takes bytes without telling), so the streams are counted again only when
+ * it passes the budget: once per budget's worth of DATA at most while the
+ * connection is under it. */
+static void body_budget(nsv__h2 *h, size_t added)
+{
+    uint64_t budget = (uint64_t)h->l->srv->h2_body_buffer;
+    h->held_bound += added;
+    if (h->held_bound <= budget)
+        return;
+    uint64_t total = 0;
+    nsv__h2s *oldest = NULL;
+    for (nsv__h2s *s = h->streams; s; s = s->next) { /* newest first */
+        uint64_t n = unseen_bytes(s);
+        total += n;
+        if (n)
+            oldest = s;
+    }
+    for (nsv__h2s *s = h->streams, *next; s && total > budget; s = next) {
+        next = s->next; /* (refusing leaves s in the list until nghttp2 closes it) */
+        uint64_t n = unseen_bytes(s);
+        if (!n || s == oldest)
+            continue;
+        total -= n;
+        refuse(h, s);
+    }
+    h->held_bound = total;
+}
+
 int nsv__h2s_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data, size_t len, void *ud)
 {
     (void)flags;
@@ -277,6 +335,7 @@ int nsv__h2s_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t 
     else
         s->unconsumed += len;
     nsv__conn_mark_dirty(h->l, c);
+    body_budget(h, len);
     return 0;
 }
 

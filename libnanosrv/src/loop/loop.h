@@ -347,6 +347,7 @@ struct nsv_server {
     int64_t http2, h2_max_streams, h2_window, h2_hpack_table, h2_max_resets; /* NSV_OPT_HTTP2, NSV_OPT_H2_* */
     int64_t tls_tickets, tls_ticket_lifetime_s, tls_session_cache; /* NSV_OPT_TLS_TICKETS.. */
     int64_t ws_deflate, ws_deflate_min_size, ws_deflate_window_bits; /* NSV_OPT_WS_DEFLATE* */
+    int64_t h2_body_buffer;  /* NSV_OPT_H2_BODY_BUFFER (h2/stream.c body_budget) */
     int64_t gzip_min_size, gzip_level; /* NSV_OPT_GZIP_MIN_SIZE (0 off), NSV_OPT_GZIP_LEVEL */
     int64_t http_per_origin, http_pool_idle_ms, http_head_timeout_ms, http_timeout_ms,
             http_read_timeout_ms, http_max_head, http_max_headers, http_max_body; /* NSV_OPT_HTTP_* */

@@ -35,12 +35,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 enum { ROUTE_ECHO = 1 };
 
 static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-static nsv_event evs[64];
-static char arena[1 << 18];
 
 static void answer(nsv_server *s, const nsv_event *e, unsigned cfg)
 {
-    const char *a = arena;
+    const char *a = fuzz_arena;
     if (e->type != NSV_EV_REQUEST)
         return;
     if ((cfg & 4) && e->method_len == 4 && !memcmp(a + e->method_off, "POST", 4)) {
@@ -56,25 +54,6 @@ static void answer(nsv_server *s, const nsv_event *e, unsigned cfg)
     }
     nsv_reply(s, e->conn, e->route < 0 ? 404 : 200, "X-Fuzz: 1\r\nConnection: keep-alive\r\n", 35,
               a + e->body_off, e->body_len);
-}
-
-/* Run the loop without blocking and answer what came out. */
-static int pump(nsv_server *s, unsigned cfg, int cfd, int read_out)
-{
-    int total = 0;
-    for (int round = 0; round < 16; round++) {
-        int n = nsv_poll(s, evs, 64, arena, sizeof arena, 0);
-        if (n < 0)
-            return -1; /* NSV_ENOBUFS cannot happen with these limits; stop the input */
-        for (int i = 0; i < n; i++)
-            answer(s, &evs[i], cfg);
-        if (read_out)
-            drain_client(cfd);
-        total += n;
-        if (n == 0 && round > 0)
-            break;
-    }
-    return total;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -110,8 +89,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* 24 bytes into an empty socketpair buffer: one write is enough */
         if (send(cfd, preface, sizeof preface - 1, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)(sizeof preface - 1))
             size = 0;
-        pump(s, cfg, cfd, !(cfg & 16));
-        fuzz_feed(s, cfg, cfd, data, size, piece, pump);
+        fuzz_pump(s, cfg, cfd, !(cfg & 16), answer);
+        fuzz_feed(s, cfg, cfd, data, size, piece, answer);
     }
     nsv_server_free(s);
     return 0;

@@ -21,12 +21,10 @@
 
 enum { ROUTE_ECHO = 1, ROUTE_WS = 2, ROUTE_UP = 3 };
 
-static nsv_event evs[64];
-static char arena[1 << 18];
 
 static void answer(nsv_server *s, const nsv_event *e, unsigned cfg)
 {
-    const char *a = arena;
+    const char *a = fuzz_arena;
     switch (e->type) {
     case NSV_EV_REQUEST:
         if (e->flags & NSV_EVF_UPGRADE && e->route == ROUTE_UP) {
@@ -59,27 +57,6 @@ static void answer(nsv_server *s, const nsv_event *e, unsigned cfg)
     }
 }
 
-/* Run the loop without blocking and answer what came out. */
-static int pump(nsv_server *s, unsigned cfg, int cfd, int read_out)
-{
-    int total = 0;
-    for (int round = 0; round < 16; round++) {
-        int n = nsv_poll(s, evs, 64, arena, sizeof arena, 0);
-        if (n == NSV_ENOBUFS)
-            return -1; /* cannot happen with these limits; stop the input */
-        if (n < 0)
-            return -1;
-        for (int i = 0; i < n; i++)
-            answer(s, &evs[i], cfg);
-        if (read_out)
-            drain_client(cfd);
-        total += n;
-        if (n == 0 && round > 0)
-            break;
-    }
-    return total;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2 || size > 1 << 16)
@@ -108,7 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     nsv_route(s, "GET", 3, "/up", 3, ROUTE_UP, 0);
     int cfd = fuzz_adopt(s);
     if (cfd >= 0)
-        fuzz_feed(s, cfg, cfd, data, size, piece, pump);
+        fuzz_feed(s, cfg, cfd, data, size, piece, answer);
     nsv_server_free(s);
     return 0;
 }

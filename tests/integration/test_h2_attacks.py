@@ -16,7 +16,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from nsvtest import ok, eq, done, Server, BUILD, skip_without_http2, metrics  # noqa: E402
+from nsvtest import ok, eq, done, Server, BUILD, skip_without_http2, metrics, rss_kib  # noqa: E402
 
 ECHO = os.path.join(BUILD, "echo-server")
 
@@ -161,14 +161,6 @@ class Raw:
         self.s.close()
 
 
-def rss_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def abuse(port):
     """NSV_M_H2_ABUSE as /metrics shows it, or None without that metric."""
     return metrics(port).get("nanosrv_http2_abuse_total")
@@ -266,7 +258,7 @@ with Server(argv, env={"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":qu
     port = srv.port
     pid = srv.proc.pid
     healthy(port, "baseline")
-    rss0 = rss_kb(pid)
+    rss0 = rss_kib(pid)
 
     # ---- more streams than SETTINGS_MAX_CONCURRENT_STREAMS (100) ----
     c = Raw(port)
@@ -344,7 +336,7 @@ with Server(argv, env={"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":qu
     healthy(port, "CONTINUATION flood")
 
     # ---- HPACK bomb: one 4000-byte field in the dynamic table, referenced 3000 times ----
-    rss_before = rss_kb(pid)
+    rss_before = rss_kib(pid)
     conns = []
     for k in range(10):
         c = Raw(port)
@@ -359,7 +351,7 @@ with Server(argv, env={"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":qu
     good = [v for v in verdicts if v[0] == 431 or v[1] is not None or v[2] is not None]
     eq(len(good), 10, "HPACK bomb (12 MB decoded): 431, RST_STREAM or GOAWAY on each of 10 connections")
     ok(not [v for v in verdicts if v[0] == 200], "never answered as a normal request", verdicts)
-    grown = rss_kb(pid) - rss_before
+    grown = rss_kib(pid) - rss_before
     ok(grown < 32 * 1024, "HPACK bomb: server RSS grew %d KiB (< 32 MiB for 120 MB of decoded fields)" % grown)
     for c in conns:
         c.close()
@@ -367,7 +359,7 @@ with Server(argv, env={"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":qu
 
     # ---- PING and SETTINGS floods from a client that reads nothing ----
     for name, unit in (("PING", frame(PING, 0, 0, b"12345678")), ("SETTINGS", settings())):
-        rss_before = rss_kb(pid)
+        rss_before = rss_kib(pid)
         a0 = abuse(port)
         c = Raw(port, rcvbuf=4096)
         c.s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
@@ -391,7 +383,7 @@ with Server(argv, env={"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":qu
         ok(closed, "%s flood: connection closed once we read (%d acks read before it)" % (name, acks))
         ok(c.goaway() in (ENHANCE_YOUR_CALM, None), "%s flood: GOAWAY ENHANCE_YOUR_CALM or none" % name,
            c.goaway())
-        grown = rss_kb(pid) - rss_before
+        grown = rss_kib(pid) - rss_before
         ok(grown < 32 * 1024, "%s flood: server RSS grew %d KiB (< 32 MiB)" % (name, grown))
         c.close()
         counted(port, a0, "%s flood" % name)
@@ -407,7 +399,7 @@ with Server(argv, env={"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":qu
     healthy(port, "control floods")
 
     # ---- zero window: the client asks for 256 MiB and opens no window ----
-    rss_before = rss_kb(pid)
+    rss_before = rss_kib(pid)
     stalls = []
     for path in ("/static/huge.bin", "/sse?n=10000000"):
         c = Raw(port, window=0)
@@ -417,7 +409,7 @@ with Server(argv, env={"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":qu
         stalls.append((path, c))
         eq(c.status(1), 200, "zero window, %s: the response head is sent (HEADERS are not flow-controlled)" % path)
     time.sleep(1.0)
-    grown = rss_kb(pid) - rss_before
+    grown = rss_kib(pid) - rss_before
     ok(grown < 32 * 1024, "zero window: server RSS grew %d KiB while two big replies wait (< 32 MiB)" % grown)
     queued = metrics(port).get("nanosrv_output_queued_bytes")
     ok(queued is not None and queued < 16 << 20,
@@ -433,14 +425,14 @@ with Server(argv, env={"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":qu
     healthy(port, "zero window")
 
     # ---- a reader that stops: windows wide open, the socket never read ----
-    rss_before = rss_kb(pid)
+    rss_before = rss_kib(pid)
     c = Raw(port, rcvbuf=4096, window=0x7FFFFFFF)
     c.handshake()
     c.send(frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", 0x7FFFFFFF - 65535)))
     c.send(frame(HEADERS, END_HEADERS | END_STREAM, 1, req_block("GET", "/static/huge.bin")) +
            frame(HEADERS, END_HEADERS | END_STREAM, 3, req_block("GET", "/sse?n=10000000")))
     time.sleep(2.0)
-    grown = rss_kb(pid) - rss_before
+    grown = rss_kib(pid) - rss_before
     queued = metrics(port).get("nanosrv_output_queued_bytes")
     ok(grown < 32 * 1024, "stalled reader, 256 MiB file and 10M events asked: server RSS grew %d KiB (< 32 MiB)" % grown)
     ok(queued is not None and queued < 16 << 20, "stalled reader: output queued stays bounded (%r bytes)" % queued)
@@ -474,10 +466,10 @@ with Server(argv, env={"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":qu
     # 40 streams each send 900 KB of a 1 MB body that is not streamed and
     # never finish: without a bound the connection would hold 36 MB (100
     # streams x max_body at most), as many HTTP/1.1 connections would.
-    rss_before = rss_kb(pid)
+    rss_before = rss_kib(pid)
     sk, conn, resets, answers = uploads(port, 40, 900000, False, limit=6)
     time.sleep(0.3)
-    grown = rss_kb(pid) - rss_before
+    grown = rss_kib(pid) - rss_before
     refused = sorted(sid for sid, code in resets.items() if code == REFUSED_STREAM)
     ok(grown < 20 * 1024, "40 unfinished 900 KB bodies on one connection: server RSS grew %d KiB (< 20 MiB)" % grown)
     ok(len(refused) >= 20 and len(resets) == len(refused),
@@ -522,7 +514,7 @@ with Server(argv, env={"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":qu
     c.close()
     healthy(port, "bad prefaces")
 
-    grown = rss_kb(pid) - rss0
+    grown = rss_kib(pid) - rss0
     ok(grown < 64 * 1024, "server RSS after every attack: +%d KiB (< 64 MiB)" % grown)
     ok(srv.alive(), "server alive after every attack")
 

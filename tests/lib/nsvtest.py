@@ -99,6 +99,18 @@ def http2_built():
         return False
 
 
+def rss_kib(pid, field="VmRSS"):
+    """A process's resident memory (or VmHWM, its peak) in KiB from /proc, 0 if gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def metrics(port):
     """echo-server's GET /metrics (Prometheus text) as {series: value}."""
     r = subprocess.run(["curl", "-sS", "--http1.1", "--max-time", "5", "http://127.0.0.1:%d/metrics" % port],

@@ -22,14 +22,6 @@ local dir = os.tmpname()
 os.remove(dir)
 assert(os.execute("mkdir -p " .. dir))
 
-local function slurp(path)
-    local f = io.open(path, "rb")
-    if not f then return nil end
-    local s = f:read("*a")
-    f:close()
-    return s
-end
-
 local function write(path, data)
     local f = assert(io.open(path, "wb"))
     f:write(data)
@@ -62,14 +54,12 @@ local n = 0
 local function curl(path, args, http2)
     n = n + 1
     local base = dir .. "/c" .. n
-    os.execute(string.format("(curl -sS --max-time 10 %s -o %s.body -D %s.head -w '%%{http_code} %%{http_version}' %s "
-        .. "'http://127.0.0.1:%d%s' > %s.out 2>%s.err; echo $? > %s.done) &",
-        http2 == false and "--http1.1" or "--http2-prior-knowledge", base, base, args or "", port, path, base,
-        base, base))
-    local deadline = os.time() + 15
-    while not slurp(base .. ".done") and os.time() <= deadline do srv:poll(10) end
-    local st, ver = (slurp(base .. ".out") or ""):match("^(%d+) (%S+)")
-    return tonumber(st), ver, slurp(base .. ".body") or "", slurp(base .. ".head") or ""
+    local _, out = T.run(string.format("curl -sS --max-time 10 %s -o %s.body -D %s.head "
+        .. "-w '%%{http_code} %%{http_version}' %s 'http://127.0.0.1:%d%s'",
+        http2 == false and "--http1.1" or "--http2-prior-knowledge", base, base, args or "", port, path),
+        function() srv:poll(10) end, 15000)
+    local st, ver = out:match("^(%d+) (%S+)")
+    return tonumber(st), ver, T.slurp(base .. ".body") or "", T.slurp(base .. ".head") or ""
 end
 
 local function same(path, args, name)

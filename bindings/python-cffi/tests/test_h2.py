@@ -201,6 +201,18 @@ class H2Binding(unittest.TestCase):
                 r = c.post("/echo", content=BIG)
                 self.assertEqual((r.status_code, r.content == BIG), (200, True))
 
+    def check_adapter(self, port, version_path, on_h2, on_h1, what):
+        """What a framework adapter shows over h2: cookie fields joined, a body
+        posted whole, and the protocol it reports on a stream and on HTTP/1.1."""
+        st, ver, body = curl(port, "/cookies", "-H", "cookie: a=1", "-H", "cookie: b=2")
+        self.assertEqual((st, body), (200, b"a=1; b=2"))
+        if httpx is not None:
+            with httpx.Client(http1=False, http2=True, base_url="http://127.0.0.1:%d" % port, timeout=10) as c:
+                r = c.post("/sha", content=BIG)
+                self.assertEqual((r.http_version, r.text), ("HTTP/2", hashlib.sha256(BIG).hexdigest()))
+                self.assertEqual(c.get(version_path).text, on_h2, what)
+        self.assertEqual(curl(port, version_path, http2=False)[2], on_h1)
+
     def test_asgi_fastapi(self):
         def target(m, on_ready):
             asyncio.run(nanosrv.asgi.serve(fastapi_app(), "127.0.0.1", 0, ready=on_ready, manager=m))
@@ -209,14 +221,7 @@ class H2Binding(unittest.TestCase):
             self.assertEqual((st, body), (200, b'{"item_id":7,"q":"x"}'))
             self.assertEqual(self.check_h2_like_h1(port, "/items/notint")[0], 422)
             self.assertEqual(self.check_h2_like_h1(port, "/stream")[1], b"".join(b"chunk %d\n" % i for i in range(5)))
-            st, ver, body = curl(port, "/cookies", "-H", "cookie: a=1", "-H", "cookie: b=2")
-            self.assertEqual((st, body), (200, b"a=1; b=2"))
-            if httpx is not None:
-                with httpx.Client(http1=False, http2=True, base_url="http://127.0.0.1:%d" % port, timeout=10) as c:
-                    r = c.post("/sha", content=BIG)
-                    self.assertEqual((r.http_version, r.text), ("HTTP/2", hashlib.sha256(BIG).hexdigest()))
-                    self.assertEqual(c.get("/version").text, "2", "ASGI scope http_version on a stream")
-            self.assertEqual(curl(port, "/version", http2=False)[2], b"1.1")
+            self.check_adapter(port, "/version", "2", b"1.1", "ASGI scope http_version on a stream")
 
     def test_wsgi_flask(self):
         def target(m, on_ready):
@@ -224,14 +229,7 @@ class H2Binding(unittest.TestCase):
         with Running(target) as port:
             self.assertEqual(self.check_h2_like_h1(port, "/hello/bob"), (200, b"hello bob"))
             self.assertEqual(self.check_h2_like_h1(port, "/missing")[0], 404)
-            st, ver, body = curl(port, "/cookies", "-H", "cookie: a=1", "-H", "cookie: b=2")
-            self.assertEqual((st, body), (200, b"a=1; b=2"))
-            if httpx is not None:
-                with httpx.Client(http1=False, http2=True, base_url="http://127.0.0.1:%d" % port, timeout=10) as c:
-                    r = c.post("/sha", content=BIG)
-                    self.assertEqual((r.http_version, r.text), ("HTTP/2", hashlib.sha256(BIG).hexdigest()))
-                    self.assertEqual(c.get("/protocol").text, "HTTP/2", "WSGI SERVER_PROTOCOL on a stream")
-            self.assertEqual(curl(port, "/protocol", http2=False)[2], b"HTTP/1.1")
+            self.check_adapter(port, "/protocol", "HTTP/2", b"HTTP/1.1", "WSGI SERVER_PROTOCOL on a stream")
 
 
 if __name__ == "__main__":

@@ -38,20 +38,12 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from proxy_bench import ROOT, free_port, wait_port, start_contract, stop, cpu_seconds, system_busy, NOISY  # noqa
 from tls_handshake import BODY  # noqa: the same answer as echo-server's GET /hello
+from nginx_head import NGINX_HEAD  # noqa: E402
 
 CIPHER = "ECDHE-ECDSA-AES128-GCM-SHA256"
 SERVERS = ["echo-server", "nginx", "h2o"]
 
-NGINX_CONF = """worker_processes 1;
-daemon off;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log;
-events {{ worker_connections 4096; }}
-http {{
-  access_log off;
-  client_body_temp_path {dir}; proxy_temp_path {dir}; fastcgi_temp_path {dir};
-  uwsgi_temp_path {dir}; scgi_temp_path {dir};
-  http2_max_concurrent_streams 128;
+NGINX_CONF = NGINX_HEAD + """  http2_max_concurrent_streams 128;
   keepalive_requests 1000000;
   server {{
     listen 127.0.0.1:{port} http2 backlog=4096;

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from nginx_head import NGINX_HEAD  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench")
@@ -28,16 +29,7 @@ NOISY = 0.10  # cores used by other processes during a run that make it "noisy" 
 # (about 60 bytes), and a 4 KiB POST echoed back (streamed both ways).
 CASES = [("get", "/hello", None), ("post-4k", "/echo", "post4k.lua")]
 
-NGINX_CONF = """worker_processes 1;
-daemon off;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log;
-events {{ worker_connections 4096; }}
-http {{
-  access_log off;
-  client_body_temp_path {dir}; proxy_temp_path {dir}; fastcgi_temp_path {dir};
-  uwsgi_temp_path {dir}; scgi_temp_path {dir};
-  upstream up {{ server 127.0.0.1:{up}; keepalive 256; }}
+NGINX_CONF = NGINX_HEAD + """  upstream up {{ server 127.0.0.1:{up}; keepalive 256; }}
   server {{
     listen 127.0.0.1:{port} backlog=4096;
     location / {{

@@ -41,6 +41,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from proxy_bench import ROOT, free_port, wait_port, start_contract, stop, cpu_seconds, system_busy, NOISY  # noqa
+from nginx_head import NGINX_HEAD  # noqa: E402
 
 # (id, openssl req -newkey argument, cipher suite in OpenSSL's names)
 CERTS = [("ecdsa", ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"], "ECDHE-ECDSA-AES128-GCM-SHA256"),
@@ -61,16 +62,7 @@ CipherString = {cipher}
 Groups = {group}
 """
 
-NGINX_CONF = """worker_processes 1;
-daemon off;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log;
-events {{ worker_connections 4096; }}
-http {{
-  access_log off;
-  client_body_temp_path {dir}; proxy_temp_path {dir}; fastcgi_temp_path {dir};
-  uwsgi_temp_path {dir}; scgi_temp_path {dir};
-  server {{
+NGINX_CONF = NGINX_HEAD + """  server {{
     listen 127.0.0.1:{port} ssl backlog=4096;
     ssl_certificate {cert};
     ssl_certificate_key {key};

@@ -279,6 +279,37 @@ static z_stream *new_stream(nsv__pmd *p)
     return z;
 }
 
+/* One inflate call into out: what comes out goes to the sink, counted
+ * against limit (0 none); a stream the sender finished (a final block)
+ * starts over, as what follows begins a new one. Returns 0 or the close
+ * code (or the sink's answer); *made gets the bytes made, *zr zlib's. */
+static int inflate_once(nsv__pmd *p, uint8_t *out, size_t cap, uint64_t limit, nsv__pmd_sink sink, void *ctx,
+                        size_t *made, int *zr)
+{
+    z_stream *z = p->inf;
+    z->next_out = out;
+    z->avail_out = (uInt)cap;
+    int r = inflate(z, Z_SYNC_FLUSH);
+    size_t k = cap - z->avail_out;
+    *made = k;
+    *zr = r;
+    if (r == Z_NEED_DICT || r == Z_DATA_ERROR || r == Z_STREAM_ERROR)
+        return -1007;
+    if (r == Z_MEM_ERROR)
+        return -1011;
+    p->got += k;
+    if (limit && p->got > limit)
+        return -1009;
+    if (k) {
+        int s = sink(ctx, out, k);
+        if (s)
+            return s;
+    }
+    if (r == Z_STREAM_END && inflateReset(z) != Z_OK)
+        return -1007;
+    return 0;
+}
+
 int nsv__pmd_inflate(nsv__pmd *p, const uint8_t *in, size_t n, int last, uint64_t limit,
                      nsv__pmd_sink sink, void *ctx)
 {
@@ -297,54 +328,21 @@ int nsv__pmd_inflate(nsv__pmd *p, const uint8_t *in, size_t n, int last, uint64_
     for (int part = 0; part < (last ? 2 : 1); part++) {
         z->next_in = (Bytef *)(part ? tail : in);
         z->avail_in = (uInt)(part ? sizeof tail : n);
+        size_t k;
+        int r;
         while (z->avail_in) {
-            z->next_out = out;
-            z->avail_out = sizeof out;
-            int r = inflate(z, Z_SYNC_FLUSH);
-            size_t k = sizeof out - z->avail_out;
-            if (r == Z_NEED_DICT || r == Z_DATA_ERROR || r == Z_STREAM_ERROR)
-                return -1007;
-            if (r == Z_MEM_ERROR)
-                return -1011;
-            p->got += k;
-            if (limit && p->got > limit)
-                return -1009;
-            if (k) {
-                int s = sink(ctx, out, k);
-                if (s)
-                    return s;
-            }
-            if (r == Z_STREAM_END) {
-                /* The sender closed its stream (a final block): what
-                 * follows starts a new one. */
-                if (inflateReset(z) != Z_OK)
-                    return -1007;
-                continue;
-            }
+            int e = inflate_once(p, out, sizeof out, limit, sink, ctx, &k, &r);
+            if (e)
+                return e;
             if (r == Z_BUF_ERROR && !k)
                 break; /* no progress possible: input held back for more */
         }
         /* Output may remain inside zlib after the input ran out: drain. */
-        for (;;) {
-            z->next_out = out;
-            z->avail_out = sizeof out;
-            int r = inflate(z, Z_SYNC_FLUSH);
-            size_t k = sizeof out - z->avail_out;
-            if (r == Z_DATA_ERROR || r == Z_NEED_DICT || r == Z_STREAM_ERROR)
-                return -1007;
-            if (r == Z_MEM_ERROR)
-                return -1011;
-            if (!k)
-                break;
-            p->got += k;
-            if (limit && p->got > limit)
-                return -1009;
-            int s = sink(ctx, out, k);
-            if (s)
-                return s;
-            if (r == Z_STREAM_END && inflateReset(z) != Z_OK)
-                return -1007;
-        }
+        do {
+            int e = inflate_once(p, out, sizeof out, limit, sink, ctx, &k, &r);
+            if (e)
+                return e;
+        } while (k);
     }
     if (last) {
         p->got = 0;

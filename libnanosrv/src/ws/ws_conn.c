@@ -581,21 +581,25 @@ static int send_refused(nsv__loop *l, nsv__conn *c, int err, int opcode, size_t 
 }
 
 /* A compressed message (permessage-deflate): deflated straight into the
- * output behind room for the longest header, then closed up behind the
- * real one. Plain if the compressor cannot take it (deflate.c reset it). */
+ * output behind room for the header its bound would need, then the real
+ * header in front. Only when the compressed size needs a shorter header
+ * (it fell under 126 or 65536 bytes) is the payload moved up to it. Plain
+ * if the compressor cannot take it (deflate.c reset it). */
 static int queue_deflated(nsv__loop *l, nsv__conn *c, int opcode, const char *data, size_t len)
 {
     size_t bound = nsv__pmd_bound(len);
-    int r = nsv__buf_reserve(l, &c->out, NSV__WS_MAX_HEADER + bound);
+    uint8_t hdr[NSV__WS_MAX_HEADER];
+    size_t room = nsv__ws_write_header(hdr, 1, opcode | NSV__WS_RSV1, (uint64_t)bound);
+    int r = nsv__buf_reserve(l, &c->out, room + bound);
     if (r)
         return r;
     uint8_t *base = (uint8_t *)c->out.p + c->out.len;
-    long k = nsv__pmd_deflate(c->ws->pmd, (const uint8_t *)data, len, base + NSV__WS_MAX_HEADER, bound);
+    long k = nsv__pmd_deflate(c->ws->pmd, (const uint8_t *)data, len, base + room, bound);
     if (k < 0)
         return queue_frame(l, c, opcode, data, len);
-    uint8_t hdr[NSV__WS_MAX_HEADER];
     size_t h = nsv__ws_write_header(hdr, 1, opcode | NSV__WS_RSV1, (uint64_t)k);
-    memmove(base + h, base + NSV__WS_MAX_HEADER, (size_t)k);
+    if (h != room)
+        memmove(base + h, base + room, (size_t)k);
     memcpy(base, hdr, h);
     c->out.len += (uint32_t)(h + (size_t)k);
     nsv__conn_mark_dirty(l, c);

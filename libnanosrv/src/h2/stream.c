@@ -277,8 +277,9 @@ static void refuse(nsv__h2 *h, nsv__h2s *s)
  * unseen streams are refused, never the oldest (max_body bounds it, and it
  * can always finish). held_bound only grows between counts (the HTTP layer
  * takes bytes without telling), so the streams are counted again only when
- * it passes the budget: once per budget's worth of DATA at most while the
- * connection is under it. */
+ * it passes the budget: about once per budget's worth of DATA while the
+ * connection holds little; at every DATA frame (at most h2_max_streams
+ * streams to look at) only while it holds close to the budget. */
 static void body_budget(nsv__h2 *h, size_t added)
 {
     uint64_t budget = (uint64_t)h->l->srv->h2_body_buffer;

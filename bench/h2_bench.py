@@ -22,7 +22,6 @@ negotiated version and suite are printed (h2load ignores OPENSSL_CONF).
                       [--servers nginx,h2o,echo-server] [--transports h2c,h2]
                       [--clients 20] [--streams 16]
 """
-import argparse
 import getpass
 import json
 import os
@@ -36,7 +35,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from proxy_bench import ROOT, free_port, wait_port, start_contract, stop, cpu_seconds, system_busy, NOISY  # noqa
+from proxy_bench import (ROOT, free_port, wait_port, start_contract, stop, cpu_seconds, system_busy, NOISY,  # noqa
+                         bench_args, rounds_secs)
 from tls_handshake import BODY  # noqa: the same answer as echo-server's GET /hello
 from nginx_head import NGINX_HEAD  # noqa: E402
 
@@ -136,18 +136,13 @@ def start_h2o(d, cert, key, cpus):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--rounds", type=int)
-    ap.add_argument("--duration", type=int)
+    ap = bench_args()
     ap.add_argument("--servers", default=",".join(SERVERS))
     ap.add_argument("--transports", default="h2c,h2")
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--streams", type=int, default=16)
     args = ap.parse_args()
-    rounds = args.rounds or (1 if args.quick else 3)
-    secs = args.duration or (3 if args.quick else 5)
+    rounds, secs = rounds_secs(args)
     build = args.out if os.path.isabs(args.out) else os.path.join(ROOT, args.out)
     echo_bin = os.path.join(build, "echo-server")
     want = [s for s in SERVERS if s in args.servers.split(",")]

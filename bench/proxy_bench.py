@@ -115,16 +115,28 @@ def wrk(port, path, script, secs, conns, cpus):
             "p99": p99.group(1) if p99 else "?"}
 
 
-def main():
+def bench_args():
+    """The options every side-by-side benchmark takes: --out (the build),
+    --quick (one short round), --rounds and --duration."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(ROOT, "build"))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rounds", type=int)
     ap.add_argument("--duration", type=int)
+    return ap
+
+
+def rounds_secs(args, quick_s=3, secs=5):
+    """Rounds and seconds per run from bench_args' options (3 rounds of secs
+    by default, --quick 1 of quick_s)."""
+    return args.rounds or (1 if args.quick else 3), args.duration or (quick_s if args.quick else secs)
+
+
+def main():
+    ap = bench_args()
     ap.add_argument("--conns", type=int, default=50)
     args = ap.parse_args()
-    rounds = args.rounds or (1 if args.quick else 3)
-    secs = args.duration or (3 if args.quick else 5)
+    rounds, secs = rounds_secs(args)
     build = args.out if os.path.isabs(args.out) else os.path.join(ROOT, args.out)
     proxy_bin = os.path.join(build, "http-proxy")
     echo_bin = os.path.join(build, "echo-server")

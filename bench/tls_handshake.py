@@ -25,7 +25,6 @@ how fast the client side is. Rounds alternate the server order; medians.
                            [--certs ecdsa,rsa] [--modes new,reuse,new-x4,wrk]
                            [--parallel P] [--conns C] [--group P-256|X25519:P-256]
 """
-import argparse
 import json
 import os
 import re
@@ -40,7 +39,8 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from proxy_bench import ROOT, free_port, wait_port, start_contract, stop, cpu_seconds, system_busy, NOISY  # noqa
+from proxy_bench import (ROOT, free_port, wait_port, start_contract, stop, cpu_seconds, system_busy, NOISY,  # noqa
+                         bench_args, rounds_secs)
 from nginx_head import NGINX_HEAD  # noqa: E402
 
 # (id, openssl req -newkey argument, cipher suite in OpenSSL's names)
@@ -156,11 +156,7 @@ def start_nginx(tmp, cid, cert, key, cipher, group, cpus):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--rounds", type=int)
-    ap.add_argument("--duration", type=int)
+    ap = bench_args()
     ap.add_argument("--certs", default="ecdsa,rsa")
     ap.add_argument("--parallel", type=int, default=4, help="s_time clients at once in mode new-xP")
     ap.add_argument("--modes", help="default new,reuse,new-xP,wrk")
@@ -168,8 +164,7 @@ def main():
     ap.add_argument("--group", default=GROUP, help="ECDHE groups the clients offer, in order (nginx gets the "
                     "same list); an ECDSA P-256 certificate needs P-256 among them")
     args = ap.parse_args()
-    rounds = args.rounds or (1 if args.quick else 3)
-    secs = args.duration or (2 if args.quick else 4)
+    rounds, secs = rounds_secs(args, 2, 4)
     par_mode = "new-x%d" % args.parallel
     modes = (args.modes or "new,reuse,%s,wrk" % par_mode).split(",")
     build = args.out if os.path.isabs(args.out) else os.path.join(ROOT, args.out)
